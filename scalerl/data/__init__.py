@@ -1,0 +1,1 @@
+"""scalerl.data (see README file tree)."""

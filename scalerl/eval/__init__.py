@@ -1,0 +1,1 @@
+"""scalerl.eval (see README file tree)."""

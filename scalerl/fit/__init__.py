@@ -1,0 +1,1 @@
+"""scalerl.fit (see README file tree)."""

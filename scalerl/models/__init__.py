@@ -1,0 +1,1 @@
+"""scalerl.models (see README file tree)."""

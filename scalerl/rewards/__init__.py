@@ -1,0 +1,1 @@
+"""scalerl.rewards (see README file tree)."""

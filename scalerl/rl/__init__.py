@@ -1,0 +1,1 @@
+"""scalerl.rl (see README file tree)."""

@@ -1,0 +1,1 @@
+"""scalerl.rollout (see README file tree)."""

@@ -1,0 +1,1 @@
+"""scalerl.tasks (see README file tree)."""

@@ -1,0 +1,1 @@
+"""Small shared helpers: atomic file output and progress logging."""

