@@ -1,0 +1,87 @@
+"""prompts.parquet: its columns, an atomic writer and a validating reader.
+
+Columns (DESIGN.md data contract, in this order): prompt_id, task (math|code), source,
+split (train|val), prompt, answer (math, else null), tests (code: canonical JSON, else null),
+difficulty (int64), plus the extra column `solution` (the worked target text of synthetic
+rows, used for the SFT warm start; "" when unknown). The file's metadata carries the config
+hash and the scalerl version.
+
+Deliberately left out: sharding; prompt sets fit in memory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from scalerl.utils.io import atomic_path
+
+__all__ = ["PROMPT_COLUMNS", "PROMPTS_SCHEMA", "write_prompts", "read_prompts", "prompts_metadata"]
+
+PROMPT_COLUMNS = ("prompt_id", "task", "source", "split", "prompt", "answer", "tests",
+                  "difficulty", "solution")
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([("prompt_id", pa.string()), ("task", pa.string()), ("source", pa.string()),
+                      ("split", pa.string()), ("prompt", pa.string()), ("answer", pa.string()),
+                      ("tests", pa.string()), ("difficulty", pa.int64()),
+                      ("solution", pa.string())])
+
+
+PROMPTS_SCHEMA = _schema()
+
+
+def write_prompts(frame: pd.DataFrame, path: str | Path,
+                  metadata: dict[str, str] | None = None) -> None:
+    """Write the frame atomically with the fixed schema (+ string metadata)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scalerl import __version__
+
+    missing = [c for c in PROMPT_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"prompts frame lacks column(s) {missing}")
+    table = pa.Table.from_pandas(frame[list(PROMPT_COLUMNS)], schema=PROMPTS_SCHEMA,
+                                 preserve_index=False)
+    meta = {b"scalerl_version": __version__.encode()}
+    meta.update({k.encode(): str(v).encode() for k, v in (metadata or {}).items()})
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def read_prompts(path: str | Path, split: str | None = None,
+                 task: str | None = None) -> pd.DataFrame:
+    """Read prompts.parquet, check its columns, optionally keep one split and/or task."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"prompts file {path} does not exist; build it with `scalerl data`")
+    frame = pq.read_table(path).to_pandas()
+    missing = [c for c in PROMPT_COLUMNS[:8] if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: not a prompts file, missing column(s) {missing}")
+    if split is not None:
+        if split not in ("train", "val"):
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+        frame = frame[frame["split"] == split]
+    if task is not None:
+        if task not in ("math", "code"):
+            raise ValueError(f"task must be 'math' or 'code', got {task!r}")
+        frame = frame[frame["task"] == task]
+    return frame.reset_index(drop=True)
+
+
+def prompts_metadata(path: str | Path) -> dict[str, Any]:
+    """The key/value metadata stored in a prompts file."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"pandas")}

@@ -1,0 +1,171 @@
+"""Sandbox child program: confine itself, then run untrusted code (see scalerl.rewards.sandbox).
+
+Run by the parent as `python -I -S -c <this source> CONFIG_FD RESULT_FD` in a fresh session.
+It reads its marshal-encoded config from CONFIG_FD (an unnamed file the parent wrote; closed
+before the untrusted code runs), then, in this order:
+1. when started as root: new network namespace (no interfaces up: sockets cannot reach
+   anything) and new mount namespace with private tmpfs on /tmp, /var/tmp, /dev/shm, and the
+   Python installation made readable for the sandbox uid when it lives under a closed
+   directory such as /root (which is then hidden behind an empty tmpfs), and the caller's
+   working directory (the project: prompts files hold hidden tests) hidden behind an empty
+   read-only tmpfs; both best effort, a
+   failure is reported on stderr and the run continues with the other protections;
+2. resource limits, hard = soft: RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC,
+   RLIMIT_NOFILE, RLIMIT_CORE=0;
+3. when started as root: drop all groups and switch to the sandbox uid/gid (unprivileged, so
+   the limits cannot be raised, the parent cannot be signalled, and RLIMIT_NPROC applies);
+   then no-new-privileges and a parent-death SIGKILL;
+4. run the code: mode "function" executes it as module `solution`, calls `fn_name` (or
+   `Solution().fn_name`) on every input and writes one line per call to RESULT_FD:
+   `INDEX ok LITERAL` (a Python literal of plain data, parsed by the parent with
+   ast.literal_eval) or `INDEX err ExceptionName`; mode "script" executes
+   it as `__main__` with the test's stdin (the parent compares stdout).
+
+The expected outputs never enter this process: whatever the untrusted code does to this
+harness (patching its encoder or builtins, writing to RESULT_FD, exiting early), the parent
+compares the produced values with the hidden expected ones, and a missing or duplicated result
+fails. Not isolated: the process table (/proc shows other processes' command lines).
+This file must only use the standard library; it is never imported by scalerl itself.
+"""
+
+import marshal
+import os
+import resource
+import sys
+
+_LIBC = []
+
+
+def _libc_call(name, *args):
+    import ctypes  # only when root: ctypes costs milliseconds of start-up
+
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    if getattr(_LIBC[0], name)(*args) != 0:
+        raise OSError(ctypes.get_errno(), f"{name} failed")
+
+
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _encode(value, depth=0):
+    """repr() of a value made only of plain built-in types, else TypeError."""
+    kind = type(value)
+    if depth > 100:
+        raise TypeError("nested too deeply")
+    if kind in _PLAIN:
+        return repr(value)
+    if kind in (list, tuple):
+        return "[" + ",".join(_encode(v, depth + 1) for v in value) + "]"
+    if kind is dict:
+        return "{" + ",".join(_encode(k, depth + 1) + ":" + _encode(v, depth + 1)
+                              for k, v in value.items()) + "}"
+    if kind in (set, frozenset):
+        items = sorted(_encode(v, depth + 1) for v in value)
+        return "{" + ",".join(items) + "}" if items else "set()"
+    raise TypeError(f"result of type {kind.__name__} is not plain data")
+
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC = 1, 2, 4, 8, 4096, 16384
+MS_PRIVATE = 1 << 18
+
+
+def _expose(path):
+    """Keep `path` (the Python installation) readable after the uid switch.
+
+    When an ancestor is closed to other users (e.g. /root is 0700), hide that ancestor behind
+    an empty tmpfs (which also hides the rest of it) and bind-mount `path` back in place.
+    """
+    parts = path.rstrip("/").split("/")
+    closed = next(("/".join(parts[:i]) for i in range(2, len(parts) + 1)
+                   if not os.stat("/".join(parts[:i])).st_mode & 0o001), None)
+    if closed is None:
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _libc_call("mount", b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                   b"mode=0755,size=1m")
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        _libc_call("mount", f"/proc/self/fd/{fd}".encode(), path.encode(), None,
+                   MS_BIND | MS_REC, None)
+    finally:
+        os.close(fd)
+
+
+def _confine(cfg):
+    root = os.geteuid() == 0
+    if root and cfg["isolate_network"]:
+        try:
+            _libc_call("unshare", 0x40000000)  # CLONE_NEWNET
+        except OSError as err:
+            sys.stderr.write(f"sandbox: network isolation unavailable: {err}\n")
+    if root:
+        try:
+            _libc_call("unshare", 0x00020000)  # CLONE_NEWNS
+            # nothing mounted from here on propagates to the host
+            _libc_call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
+            if cfg["private_tmp"]:
+                opts = f"size={cfg['fsize_bytes']},mode=1777".encode()
+                for target in (b"/tmp", b"/var/tmp", b"/dev/shm"):
+                    if os.path.isdir(target):
+                        _libc_call("mount", b"tmpfs", target, b"tmpfs",
+                                   MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+            for path in cfg["expose"]:
+                _expose(path)
+            for path in cfg["hide"]:  # e.g. the caller's project dir (prompts with hidden tests)
+                _libc_call("mount", b"tmpfs", path.encode(), b"tmpfs",
+                           MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=0755")
+        except OSError as err:
+            sys.stderr.write(f"sandbox: mount namespace unavailable: {err}\n")
+    limits = {
+        resource.RLIMIT_CPU: cfg["cpu_s"],
+        resource.RLIMIT_AS: cfg["memory_bytes"],
+        resource.RLIMIT_FSIZE: cfg["fsize_bytes"],
+        resource.RLIMIT_NPROC: cfg["nproc"],
+        resource.RLIMIT_NOFILE: 64,
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, value in limits.items():
+        resource.setrlimit(which, (value, value))
+    if root and cfg["uid"] is not None:
+        os.setgroups([])
+        os.setresgid(cfg["gid"], cfg["gid"], cfg["gid"])
+        os.setresuid(cfg["uid"], cfg["uid"], cfg["uid"])
+        try:
+            _libc_call("prctl", 38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+            _libc_call("prctl", 1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL
+        except OSError as err:
+            sys.stderr.write(f"sandbox: prctl unavailable: {err}\n")
+
+
+def main():
+    config_fd, result_fd = int(sys.argv[1]), int(sys.argv[2])
+    with os.fdopen(config_fd, "rb") as f:
+        cfg = marshal.loads(f.read())
+    _confine(cfg)
+    code = compile(cfg["code"], "solution.py", "exec")
+    write, encode = os.write, _encode  # bound before untrusted code runs
+    if cfg["mode"] == "script":
+        os.close(result_fd)
+        exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+        return
+    namespace = {"__name__": "solution", "__builtins__": __builtins__}
+    exec(code, namespace)
+    fn = namespace.get(cfg["fn_name"])
+    if fn is None and "Solution" in namespace:
+        fn = getattr(namespace["Solution"](), cfg["fn_name"], None)
+    if not callable(fn):
+        write(result_fd, b"missing\n")
+        return
+    for i, args in enumerate(cfg["inputs"]):
+        try:
+            line = f"{i} ok {encode(fn(*args))}"
+        except BaseException as err:  # noqa: B036 - any failure of untrusted code is a result
+            if isinstance(err, SystemExit | KeyboardInterrupt):
+                raise
+            line = f"{i} err {type(err).__name__}"
+        write(result_fd, line.encode() + b"\n")
+
+
+main()
+sys.stdout.flush()

@@ -1,0 +1,138 @@
+"""Code answer checking: run the extracted program against hidden tests in the sandbox.
+
+`check_code(code, tests_json)` returns (all tests passed, detail). Function tests run in ONE
+sandboxed child (the harness calls the function on every input and streams back the return
+values); stdin/stdout tests run one child per case and stop at the first failure. Comparison
+happens here, in the parent, against expected outputs the child never sees:
+- function: the returned value (parsed with `ast.literal_eval` from the harness's channel)
+  must equal the expected JSON value; tuples compare as lists, bools never equal ints, floats
+  compare with a relative tolerance of 1e-9; every case must report exactly once;
+- stdio: stdout equals the expected text line by line after stripping trailing whitespace,
+  or, failing that, token by token.
+
+Deliberately left out: partial credit (the recipe's reward is binary) and special judges.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+from scalerl.rewards.sandbox import SandboxLimits, run_python
+from scalerl.tasks.code_tests import TestSpec, TestSpecError, parse_tests
+
+__all__ = ["check_code", "same_value", "same_stdout"]
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """Structural equality of plain data: tuples as lists, bool != int, float tolerance."""
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(got, int | float) and isinstance(expected, int | float):
+        if isinstance(got, float) or isinstance(expected, float):
+            return math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-9)
+        return got == expected
+    if isinstance(got, list | tuple) and isinstance(expected, list | tuple):
+        return len(got) == len(expected) and all(map(same_value, got, expected))
+    if isinstance(got, dict) and isinstance(expected, dict):
+        # JSON turns int keys into strings: compare keys as strings
+        g = {str(k): v for k, v in got.items()}
+        e = {str(k): v for k, v in expected.items()}
+        return g.keys() == e.keys() and all(same_value(g[k], e[k]) for k in g)
+    if isinstance(got, set | frozenset) and isinstance(expected, list | tuple):
+        return len(got) == len(expected) and got == set(map(_hashable, expected))
+    return type(got) is type(expected) and got == expected
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(map(_hashable, v)) if isinstance(v, list) else v
+
+
+def same_stdout(got: str, expected: str) -> bool:
+    """Equal up to trailing whitespace per line and trailing blank lines, else token-equal."""
+    g = [line.rstrip() for line in got.strip("\n").splitlines()]
+    e = [line.rstrip() for line in expected.strip("\n").splitlines()]
+    while g and not g[-1]:
+        g.pop()
+    while e and not e[-1]:
+        e.pop()
+    return g == e or got.split() == expected.split()
+
+
+def _parse_results(blob: bytes, n: int) -> tuple[list[Any], str | None]:
+    """Per-case return values from the harness channel; (values, error) on tampering."""
+    values: list[Any] = [None] * n
+    seen = [False] * n
+    for raw in blob.decode("utf-8", "replace").splitlines():
+        parts = raw.split(" ", 2)
+        if raw == "missing":
+            return values, "function not defined"
+        if len(parts) < 3 or not parts[0].isdigit() or int(parts[0]) >= n:
+            return values, "malformed result channel"
+        i, status, payload = int(parts[0]), parts[1], parts[2]
+        if seen[i]:
+            return values, f"case {i} reported twice"
+        seen[i] = True
+        if status == "err":
+            values[i] = _Error(payload)
+            continue
+        try:
+            values[i] = ast.literal_eval(payload)
+        except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+            return values, f"case {i}: unreadable return value"
+    missing = seen.count(False)
+    if missing:
+        return values, f"{missing} of {n} cases produced no result"
+    return values, None
+
+
+class _Error:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _check_function(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:
+    res = run_python(code, mode="function", fn_name=spec.fn_name, inputs=list(spec.inputs),
+                     limits=limits)
+    values, problem = _parse_results(res.results, len(spec))
+    if res.timed_out:
+        return False, f"timeout after {limits.wall_s:g} s"
+    if problem is not None:
+        return False, _with_stderr(problem, res.stderr)
+    for i, (got, expected) in enumerate(zip(values, spec.outputs)):
+        if isinstance(got, _Error):
+            return False, f"case {i}: raised {got.name}"
+        if not same_value(got, expected):
+            return False, f"case {i}: wrong answer"
+    return True, f"passed {len(spec)}/{len(spec)} tests"
+
+
+def _check_stdio(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:
+    for i, (stdin, expected) in enumerate(zip(spec.inputs, spec.outputs)):
+        res = run_python(code, mode="script", stdin=stdin.encode(), limits=limits)
+        if res.timed_out:
+            return False, f"case {i}: timeout after {limits.wall_s:g} s"
+        if res.returncode != 0:
+            return False, _with_stderr(f"case {i}: exit code {res.returncode}", res.stderr)
+        if not same_stdout(res.stdout.decode("utf-8", "replace"), expected):
+            return False, f"case {i}: wrong answer"
+    return True, f"passed {len(spec)}/{len(spec)} tests"
+
+
+def _with_stderr(msg: str, stderr: bytes) -> str:
+    last = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] if stderr else []
+    return f"{msg} ({last[0][:120]})" if last else msg
+
+
+def check_code(code: str, tests: str | TestSpec,
+               limits: SandboxLimits | None = None) -> tuple[bool, str]:
+    """(all tests pass, detail) for `code` against the canonical `tests` (JSON or TestSpec)."""
+    try:
+        spec = tests if isinstance(tests, TestSpec) else parse_tests(tests)
+    except TestSpecError as err:
+        return False, f"bad test spec: {err}"
+    limits = limits or SandboxLimits()
+    if spec.type == "function":
+        return _check_function(code, spec, limits)
+    return _check_stdio(code, spec, limits)

@@ -1,0 +1,261 @@
+"""Run untrusted (model-written) Python in a confined child process.
+
+Every run gets a fresh child `python -I -S -c <_harness.py>` started with
+`start_new_session=True`, a scrubbed environment (PATH, LANG, HOME=workdir only), its own
+temporary working directory, stdout/stderr/results captured in unnamed files of bounded size
+(RLIMIT_FSIZE), and a wall-clock timeout. The harness applies RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE
+and CORE before the code runs. After the run the whole process group is killed (`os.killpg`).
+
+Running as root (the usual container case) root ignores RLIMIT_NPROC and could signal or
+overwrite anything, so the harness drops to a dedicated unprivileged uid/gid taken from a pool
+(60000 + slot, one slot per concurrent run, held with an flock under the lock directory so
+concurrent processes never share one). Under that uid RLIMIT_NPROC counts only this run's
+processes (a fork bomb stops at `nproc`), the parent's files, environment (/proc/PID/environ)
+and signals are out of reach, and after the run every process still owned by that uid is
+killed, including ones that escaped the process group with setsid. As root the harness also
+enters new network and mount namespaces: no network interfaces are up; /tmp, /var/tmp and
+/dev/shm are private tmpfs mounts that vanish with the run; the caller's working directory
+(the project, whose prompts.parquet holds hidden tests) is hidden behind an empty tmpfs; and a
+Python installation under a closed directory (/root is 0700) is bind-mounted back readable.
+The child runs `python -I -S`: the standard library only, no site-packages.
+
+Not root: no uid switch and no namespaces (they need privileges); RLIMIT_NPROC is set to the
+user's current process count + `nproc`, cleanup covers the process group only, and the code
+runs with the caller's file permissions. `isolation()` reports which mode is active.
+
+Deliberately left out: seccomp system-call filtering (no stdlib binding) and cgroups. Residual
+risk as root: world-readable files outside the hidden working directory can be read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import marshal
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["SandboxLimits", "RunResult", "run_python", "isolation"]
+
+_HARNESS = (Path(__file__).with_name("_harness.py")).read_text()
+_UID_BASE = 60000
+_UID_SLOTS = 512
+_LOCK_DIR = Path(tempfile.gettempdir()) / "scalerl-sandbox-slots"
+_slot_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one sandboxed run."""
+
+    wall_s: float = 10.0  # wall-clock timeout of the child, seconds
+    cpu_s: int = 5  # RLIMIT_CPU, seconds of CPU time
+    memory_mb: int = 1024  # RLIMIT_AS, address space in MiB
+    fsize_mb: int = 8  # RLIMIT_FSIZE: largest file (and captured stdout) in MiB
+    nproc: int = 8  # RLIMIT_NPROC: processes/threads the run may hold at once
+    output_bytes: int = 1 << 20  # at most this much stdout/stderr/results is read back
+    isolate_network: bool = True  # new network namespace (root only)
+    private_tmp: bool = True  # private /tmp, /var/tmp, /dev/shm (root only)
+    hide_cwd: bool = True  # hide the caller's working directory, e.g. the project (root only)
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "memory_mb", "fsize_mb", "nproc", "output_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What one sandboxed run produced."""
+
+    returncode: int | None  # None when killed for the wall-clock timeout
+    timed_out: bool
+    stdout: bytes
+    stderr: bytes
+    results: bytes  # the harness's result channel (function mode)
+    wall_s: float
+
+
+_PREFIX = os.path.realpath(sys.base_prefix)
+# never hidden (nor any of their ancestors): the system and the Python installation
+_SYSTEM = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/var",
+           "/tmp", "/run", _PREFIX, os.path.dirname(os.path.realpath(sys.executable)))
+
+
+def _hidden_dirs(limits: SandboxLimits, workdir: str) -> list[str]:
+    """The caller's cwd when hiding it cannot break the child (it contains no system path)."""
+    if not limits.hide_cwd:
+        return []
+    cwd = os.path.realpath(os.getcwd())
+    protected = (*_SYSTEM, os.path.realpath(workdir))
+    if cwd == "/" or any(p == cwd or p.startswith(cwd.rstrip("/") + "/") for p in protected):
+        return []
+    return [cwd]
+
+
+def isolation() -> str:
+    """'uid+namespaces' when running as root (full isolation), else 'rlimits-only'."""
+    return "uid+namespaces" if os.geteuid() == 0 else "rlimits-only"
+
+
+class _UidSlot:
+    """An exclusive sandbox uid from the pool, held by an flock on its slot file."""
+
+    def __init__(self) -> None:
+        self.uid: int | None = None
+        self._fd: int | None = None
+
+    def __enter__(self) -> _UidSlot:
+        if os.geteuid() != 0:
+            return self
+        _LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        start = (os.getpid() * 7 + threading.get_ident()) % _UID_SLOTS
+        with _slot_lock:
+            for k in range(_UID_SLOTS):
+                slot = (start + k) % _UID_SLOTS
+                fd = os.open(_LOCK_DIR / f"{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    continue
+                self.uid, self._fd = _UID_BASE + slot, fd
+                _kill_uid(self.uid)  # leftovers of a crashed earlier holder
+                return self
+        raise RuntimeError(f"all {_UID_SLOTS} sandbox uid slots are busy; lower the pool size")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+
+
+def _kill_uid(uid: int, max_rounds: int = 200) -> None:
+    """SIGKILL every live (non-zombie) process owned by `uid` until none remain."""
+    for _ in range(max_rounds):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != uid:
+                    continue
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    state = f.read().rsplit(b")", 1)[1].split()[0]
+                if state in (b"Z", b"X"):
+                    continue
+                os.kill(int(entry.name), signal.SIGKILL)
+                found = True
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        if not found:
+            return
+        time.sleep(0.001)
+
+
+def _user_nproc() -> int:
+    uid = os.getuid()
+    n = 0
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                with open(f"/proc/{entry.name}/status", "rb") as f:
+                    n += next((int(x.split()[1]) for x in f if x.startswith(b"Threads:")), 1)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return n
+
+
+def _env(workdir: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _read(f, limit: int) -> bytes:
+    f.seek(0)
+    return f.read(limit)
+
+
+def run_python(code: str, *, mode: str = "script", stdin: bytes = b"",
+               fn_name: str | None = None, inputs: list | None = None,
+               limits: SandboxLimits = SandboxLimits()) -> RunResult:
+    """Run `code` in the sandbox.
+
+    mode "script": as `__main__`, `stdin` on its standard input (stdin/stdout tests).
+    mode "function": as a module, then `fn_name(*args)` for every `args` in `inputs`; each
+    return value comes back as a JSON line in `RunResult.results` (function-call tests).
+    """
+    if mode not in ("script", "function"):
+        raise ValueError(f"mode must be 'script' or 'function', got {mode!r}")
+    if mode == "function" and not fn_name:
+        raise ValueError("mode 'function' needs fn_name")
+    fsize = limits.fsize_mb << 20
+    with _UidSlot() as slot, tempfile.TemporaryDirectory(
+            prefix="scalerl-sbx-", ignore_cleanup_errors=True) as workdir:
+        nproc = limits.nproc if slot.uid is not None else _user_nproc() + limits.nproc
+        cfg = {"mode": mode, "code": code, "fn_name": fn_name, "inputs": inputs or [],
+               "uid": slot.uid, "gid": slot.uid, "cpu_s": limits.cpu_s,
+               "memory_bytes": limits.memory_mb << 20, "fsize_bytes": fsize, "nproc": nproc,
+               "isolate_network": limits.isolate_network, "private_tmp": limits.private_tmp,
+               "expose": [_PREFIX], "hide": _hidden_dirs(limits, workdir)}
+        if slot.uid is not None:
+            os.chown(workdir, slot.uid, slot.uid)
+        os.chmod(workdir, 0o700)
+        with (tempfile.TemporaryFile() as cfg_f, tempfile.TemporaryFile() as out_f,
+              tempfile.TemporaryFile() as err_f, tempfile.TemporaryFile() as res_f,
+              tempfile.TemporaryFile() as in_f):
+            cfg_f.write(marshal.dumps(cfg))
+            cfg_f.seek(0)
+            in_f.write(stdin)
+            in_f.seek(0)
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _HARNESS, str(cfg_f.fileno()),
+                 str(res_f.fileno())],
+                stdin=in_f, stdout=out_f, stderr=err_f, cwd=workdir, env=_env(workdir),
+                start_new_session=True, pass_fds=(cfg_f.fileno(), res_f.fileno()))
+            try:
+                timed_out = not _wait_exit(proc, limits.wall_s)
+            finally:
+                _kill_group(proc.pid)
+                if slot.uid is not None:
+                    _kill_uid(slot.uid)
+                proc.wait()
+            wall = time.perf_counter() - t0
+            n = limits.output_bytes
+            result = RunResult(returncode=None if timed_out else proc.returncode,
+                               timed_out=timed_out, stdout=_read(out_f, n),
+                               stderr=_read(err_f, n), results=_read(res_f, n), wall_s=wall)
+    return result
+
+
+def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait for the child to exit without polling (pidfd); False on timeout."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # pidfd needs Linux >= 5.3: fall back to polling wait
+        try:
+            proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        return bool(poller.poll(timeout_s * 1000))
+    finally:
+        os.close(pidfd)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
