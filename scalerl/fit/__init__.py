@@ -1,1 +1,17 @@
-"""scalerl.fit (see README file tree)."""
+"""scalerl.fit: sigmoidal compute-performance fits (Khatri et al. 2025, Eq. 1), the power law
+beside them, bootstrap intervals, extrapolation checks, fixed-A comparisons, the budget
+planner, plots, and the `scalerl fit` / `scalerl report` commands.
+
+Modules, top down: `sigmoid` (model, FitConfig, ranges, the fit), `optimize` (vectorised
+grid search, bounded polish), `powerlaw`, `bootstrap`, `curve` (one curve end to end =
+fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `report`, `cli`,
+`report_cli`, `synthetic` (the paper's Table 1 curves for tests and benchmarks).
+"""
+
+from scalerl.fit.compare import Curve, refit_common_a
+from scalerl.fit.curve import CurveFit, fit_curve
+from scalerl.fit.powerlaw import fit_power_law
+from scalerl.fit.sigmoid import FitConfig, FitError, compute_for_fraction, fit_sigmoid
+
+__all__ = ["FitConfig", "FitError", "fit_sigmoid", "fit_curve", "CurveFit", "fit_power_law",
+           "refit_common_a", "Curve", "compute_for_fraction"]

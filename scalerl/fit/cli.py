@@ -1,0 +1,191 @@
+"""`scalerl fit INPUT... --out DIR`: fit sigmoidal compute-performance curves.
+
+INPUT: Parquet or CSV files (or directories of them), concatenated: one row per evaluation
+point, scalerl's per-sample eval Parquet (averaged to pass rates), or a CSV exported from
+other logs such as a W&B history (see `scalerl.fit.inputs`).
+
+Output layout (all files written atomically):
+    DIR/fit.json, DIR/curve.png            when there is one curve and no grouping
+    DIR/<group>/fit.json, <group>/curve.png one per group otherwise (<group> = 'col=value_...')
+    DIR/fits.json                          list of every group's record (or its error)
+    DIR/fits.md                            Markdown table of all fits
+    DIR/curves.png                         all groups on one plot (when there are several)
+
+fit.json keys: A, B, C_mid, R0, r0_source, r2, sse, n_points, n_excluded, cutoff,
+compute_col, reward_col, converged, warnings, intervals {A, B, C_mid: [lo, hi], ...},
+power_law {A, D, B, r2, ...}, extrapolation {fraction, max_abs_error, mean_abs_error,
+predicted_final, observed_final, ...}, budget {C_50, C_75, C_90, C_95}, grid, points
+{compute, reward, status}, group {col: value}, meta {key: value}, config, version.
+
+A group that cannot be fitted (fewer than 4 points, ...) is reported in fits.json/fits.md and
+makes the command exit with status 2; a fit that ran but is not trustworthy (flat curve,
+parameter on a range bound) is written with converged = false and its warnings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from scalerl.config import ConfigError, load_mapping
+from scalerl.fit.curve import fit_curve
+from scalerl.fit.inputs import group_slug, load_groups
+from scalerl.fit.plots import plot_combined, plot_curve
+from scalerl.fit.report import fits_frame, fits_markdown
+from scalerl.fit.sigmoid import FitConfig
+from scalerl.utils.io import write_json_atomic, write_text_atomic
+from scalerl.utils.log import progress
+
+_FLAG_TO_FIELD = {
+    "r0": "r0", "cutoff": "cutoff", "cutoff_fraction": "cutoff_fraction",
+    "bootstrap": "bootstrap_n", "bootstrap_method": "bootstrap_method", "seed": "bootstrap_seed",
+    "a_min": "a_min", "a_max": "a_max", "a_step": "a_step", "cmid_min": "cmid_min",
+    "cmid_max": "cmid_max", "cmid_points": "cmid_points", "cmid_spacing": "cmid_spacing",
+    "b_min": "b_min", "b_max": "b_max",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="Parquet/CSV files or dirs")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--compute-col", help="compute column (auto: compute, "
+                        "compute_device_hours, compute_flops, step, _step, ...)")
+    parser.add_argument("--reward-col", help="reward column (auto: pass_rate, correct, "
+                        "accuracy, reward, ...; per-sample evals: correct)")
+    parser.add_argument("--group-by", help="comma-separated columns, one curve per value "
+                        "combination (default: run and task when they vary)")
+    parser.add_argument("--r0", type=float, help="base-model reward R0 (default: the compute-0 "
+                        "point, else the first point)")
+    parser.add_argument("--cutoff", type=float, help="exclude compute below this (paper: 1500 "
+                        "GPU-hours; default 0)")
+    parser.add_argument("--cutoff-fraction", type=float, help="exclude compute below this "
+                        "fraction of the maximum")
+    parser.add_argument("--extrapolate-fraction", help="fit on compute <= this "
+                        "fraction of the max, score the rest; 'none' to skip (default 0.5)")
+    parser.add_argument("--bootstrap", type=int, help="bootstrap replicates (default 200; 0: "
+                        "no intervals)")
+    parser.add_argument("--bootstrap-method", choices=("residuals", "points"),
+                        help="resample residuals of the fit (default) or the points")
+    parser.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
+    parser.add_argument("--paper-grid", action="store_true", help="the paper's grid: A "
+                        "0.450..0.800 by 0.005, C_mid 100 linear values in [100, 40000]")
+    grid_help = (
+        ("a-min", float, "lowest A (default: 0.45 for paper-like pass rates, else peak - 0.05)"),
+        ("a-max", float, "highest A (default: 0.80 for paper-like pass rates, else 1.0)"),
+        ("a-step", float, "A grid step (default 0.005, the paper's)"),
+        ("cmid-min", float, "lowest C_mid (default: smallest fitted compute)"),
+        ("cmid-max", float, "highest C_mid (default: 4 x largest fitted compute)"),
+        ("cmid-points", int, "number of C_mid values (default 100, the paper's)"),
+        ("b-min", float, "lower bound of B (default 0.05)"),
+        ("b-max", float, "upper bound of B (default 20)"),
+    )
+    for flag, kind, text in grid_help:
+        parser.add_argument(f"--{flag}", type=kind, help=text)
+    parser.add_argument("--cmid-spacing", choices=("auto", "linear", "log"),
+                        help="C_mid grid spacing (auto: log when the range spans >= 100x)")
+    parser.add_argument("--no-power-law", action="store_true", help="skip the power-law fit")
+    parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="copied into fit.json 'meta' (repeatable), e.g. --meta recipe=cispo")
+
+
+def _parse_value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_meta(items: list[str]) -> dict:
+    meta = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--meta expects KEY=VALUE, got {item!r}")
+        meta[key.strip()] = _parse_value(value.strip())
+    return meta
+
+
+def config_from_args(args: argparse.Namespace) -> FitConfig:
+    data = load_mapping(args.config) if args.config else {}
+    if args.paper_grid:
+        paper = FitConfig.paper().to_dict()
+        data.update({k: paper[k] for k in ("a_min", "a_max", "a_step", "cmid_min", "cmid_max",
+                                           "cmid_points", "cmid_spacing")})
+    for flag, field in _FLAG_TO_FIELD.items():
+        value = getattr(args, flag)
+        if value is not None:
+            data[field] = value
+    if args.extrapolate_fraction is not None:
+        text = args.extrapolate_fraction.strip().lower()
+        data["extrapolate_fraction"] = None if text in ("none", "0", "off") else float(text)
+    if args.no_power_law:
+        data["power_law"] = False
+    try:
+        return FitConfig.from_dict(data)
+    except ConfigError as err:
+        raise ConfigError(f"fit options: {err}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    meta_extra = parse_meta(args.meta)
+    group_by = [c.strip() for c in args.group_by.split(",") if c.strip()] \
+        if args.group_by else None
+    groups, info = load_groups(args.inputs, compute_col=args.compute_col,
+                               reward_col=args.reward_col, group_by=group_by)
+    out = Path(args.out)
+    single = len(groups) == 1 and not groups[0].key
+    progress(f"fit: {len(groups)} curve(s) from {info['n_rows']} row(s); compute = "
+             f"{info['compute_col']!r}, reward = {info['reward_col']!r}"
+             + (" (per-sample eval: pass rate per compute value)" if info["per_sample"] else ""))
+    records, failures = [], []
+    for i, group in enumerate(groups, 1):
+        slug = group_slug(group.key)
+        where = out if single else out / slug
+        t0 = time.perf_counter()
+        extra = {"compute_col": info["compute_col"], "reward_col": info["reward_col"],
+                 "group": group.key, "meta": {**group.meta, **meta_extra},
+                 "inputs": [str(p) for p in args.inputs]}
+        try:
+            curve = fit_curve(group.compute, group.reward, config)
+        except ValueError as err:
+            progress(f"[{i}/{len(groups)}] {slug}: cannot fit: {err}")
+            failures.append({**extra, "error": str(err), "dir": str(where)})
+            continue
+        record = curve.to_dict(**extra)
+        record["warnings"] = [*record["warnings"], *group.notes]
+        write_json_atomic(where / "fit.json", record)
+        plot_curve(record, where / "curve.png")
+        records.append(record)
+        state = "ok" if record["converged"] else "NOT CONVERGED"
+        ex = record["extrapolation"] or {}
+        ex_text = f", extrap. max err {ex['max_abs_error']:.3f}" \
+            if ex.get("max_abs_error") is not None else ""
+        progress(f"[{i}/{len(groups)}] {slug}: A={record['A']:.3f} B={record['B']:.2f} "
+                 f"C_mid={record['C_mid']:.4g} R2={record['r2']:.3f}{ex_text} "
+                 f"({record['n_points']} pts, {time.perf_counter() - t0:.1f}s) {state}")
+        for w in record["warnings"]:
+            progress(f"    warning: {w}")
+    write_json_atomic(out / "fits.json", records + failures)
+    by = list(group_by or info["group_by"])
+    text = fits_markdown(fits_frame(records, by), by, title="Fits") if records else "# Fits\n"
+    if failures:
+        text += "\n## Groups that could not be fitted\n\n" + "\n".join(
+            f"- {json.dumps(f['group'])}: {f['error']}" for f in failures) + "\n"
+    write_text_atomic(out / "fits.md", text)
+    if len(records) > 1:
+        plot_combined(records, out / "curves.png", by=by or None)
+    progress(f"fit: wrote {len(records)} fit(s) to {out}"
+             + (f"; {len(failures)} group(s) failed" if failures else ""))
+    if failures:
+        if not records and len(failures) == 1:
+            raise ValueError(failures[0]["error"])
+        return 2
+    return 0

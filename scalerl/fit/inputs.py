@@ -1,0 +1,194 @@
+"""Read curves to fit from Parquet/CSV: evaluation points, per-sample evals or foreign logs.
+
+Accepted inputs (several files are concatenated; a directory means its *.parquet/*.csv files):
+- one row per evaluation point (any framework): a compute column and a reward column;
+- the per-sample eval Parquet of scalerl (`scalerl/eval/schema.py`: run, model, gen_len,
+  recipe, seed, chunk, step, compute_flops, compute_device_hours, task, prompt_id, sample_idx,
+  reward, correct, ...), detected by a `sample_idx` or `prompt_id` column: samples are averaged
+  to the pass rate (mean of `correct`) per group and compute value;
+- a CSV exported from other logs, e.g. a W&B history with `_step` and an eval metric that is
+  only logged every k steps: rows without a reward value are dropped (and counted in a note).
+
+Column auto-detection (first present wins; a name also matches the last `/` part of a column
+such as `eval/pass_rate`): compute from `COMPUTE_COLUMNS`, reward from `REWARD_COLUMNS`
+(per-sample evals: `correct`, then `reward`). Unknown or missing columns raise `InputError`
+listing the available ones. Several rows at one compute value within a group are averaged.
+Grouping: the given columns; by default `run` and `task` when they take several values (a
+sweep's eval files together, or the math and code curves of one run, are never pooled).
+
+Deliberately left out: reading W&B or TensorBoard directly (export a CSV), and weighting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["InputError", "PointGroup", "read_tables", "load_groups", "resolve_column",
+           "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS"]
+
+COMPUTE_COLUMNS = ("compute", "compute_device_hours", "compute_gpu_hours", "gpu_hours",
+                   "device_hours", "compute_flops", "flops", "step", "_step", "global_step")
+REWARD_COLUMNS = ("pass_rate", "correct", "accuracy", "acc", "reward_mean", "mean_reward",
+                  "reward")
+SAMPLE_REWARD_COLUMNS = ("correct", "reward")
+META_COLUMNS = ("run", "model", "gen_len", "recipe", "seed", "task", "batch")
+DEFAULT_GROUP_COLUMNS = ("run", "task")
+
+
+class InputError(ValueError):
+    """An input file or column is missing or unusable; the message lists what is available."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PointGroup:
+    """One curve: its group key, points sorted by compute, and descriptive metadata."""
+
+    key: dict  # {group column: value}
+    compute: np.ndarray  # [N]
+    reward: np.ndarray  # [N] mean reward per compute value
+    n_rows: np.ndarray  # [N] rows (samples or log lines) averaged into each point
+    meta: dict  # constant values of META_COLUMNS within the group
+    notes: tuple[str, ...]
+
+
+def _plain(v):
+    """numpy / pandas scalars -> JSON-friendly Python values."""
+    if isinstance(v, np.generic):
+        return v.item()
+    if v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return v
+
+
+def _expand(paths: Sequence[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if _kind(q))
+            if not found:
+                raise InputError(f"directory {p} holds no .parquet or .csv file")
+            files.extend(found)
+        elif not p.exists():
+            raise FileNotFoundError(f"input {p} does not exist")
+        else:
+            files.append(p)
+    if not files:
+        raise InputError("no input files given")
+    return files
+
+
+def _kind(path: Path) -> str | None:
+    name = path.name.lower()
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith((".csv", ".csv.gz", ".tsv")):
+        return "csv"
+    return None
+
+
+def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
+    """Concatenate Parquet and CSV files (union of columns)."""
+    frames = []
+    for path in _expand(paths):
+        kind = _kind(path)
+        if kind == "parquet":
+            frames.append(pd.read_parquet(path))
+        elif kind == "csv":
+            frames.append(pd.read_csv(path, sep="\t" if path.name.endswith(".tsv") else ","))
+        else:
+            raise InputError(f"{path}: unknown format; give .parquet or .csv files")
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    if df.empty:
+        raise InputError(f"the input ({', '.join(map(str, paths))}) has no rows")
+    return df
+
+
+def resolve_column(df: pd.DataFrame, requested: str | None, candidates: Sequence[str],
+                   what: str, flag: str) -> str:
+    """The column to use: `requested` if given (must exist), else the first candidate found."""
+    cols = [str(c) for c in df.columns]
+    if requested is not None:
+        if requested not in df.columns:
+            raise InputError(f"{what} column {requested!r} not found; available columns: "
+                             f"{', '.join(cols)}")
+        return requested
+    for name in candidates:
+        if name in df.columns:
+            return name
+    for name in candidates:  # e.g. "eval/pass_rate" matches "pass_rate"
+        hits = [c for c in cols if c.rsplit("/", 1)[-1] == name]
+        if hits:
+            return hits[0]
+    raise InputError(f"no {what} column found (looked for {', '.join(candidates)}); pass "
+                     f"{flag}; available columns: {', '.join(cols)}")
+
+
+def group_slug(key: dict) -> str:
+    """A directory name for a group: 'model=tiny-s_gen_len=64' (safe characters only)."""
+    if not key:
+        return "all"
+    text = "_".join(f"{k}={v}" for k, v in key.items())
+    return "".join(ch if ch.isalnum() or ch in "._=-" else "-" for ch in text)
+
+
+def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
+                reward_col: str | None = None, group_by: Sequence[str] | None = None,
+                ) -> tuple[list[PointGroup], dict]:
+    """Read inputs and return one `PointGroup` per curve plus {compute_col, reward_col, ...}."""
+    df = read_tables(paths)
+    per_sample = "sample_idx" in df.columns or "prompt_id" in df.columns
+    ccol = resolve_column(df, compute_col, COMPUTE_COLUMNS, "compute", "--compute-col")
+    rcol = resolve_column(df, reward_col, SAMPLE_REWARD_COLUMNS if per_sample else REWARD_COLUMNS,
+                          "reward", "--reward-col")
+    if group_by is None:
+        group_by = [c for c in DEFAULT_GROUP_COLUMNS if c in df.columns
+                    and df[c].nunique(dropna=False) > 1]
+    missing = [c for c in group_by if c not in df.columns]
+    if missing:
+        raise InputError(f"--group-by column(s) {', '.join(missing)} not found; available "
+                         f"columns: {', '.join(map(str, df.columns))}")
+    notes = []
+    reward = df[rcol]
+    if reward.dtype == bool or str(reward.dtype) == "boolean":
+        reward = reward.astype(float)
+    reward = pd.to_numeric(reward, errors="coerce")
+    if reward.isna().all():
+        raise InputError(f"reward column {rcol!r} has no numeric values")
+    compute = pd.to_numeric(df[ccol], errors="coerce")
+    if compute[df[ccol].notna()].isna().any():
+        raise InputError(f"compute column {ccol!r} holds non-numeric values")
+    if reward.isna().any():
+        n_missing = int(reward.isna().sum())
+        if per_sample:
+            raise InputError(f"reward column {rcol!r} has {n_missing} empty value(s) in a "
+                             "per-sample eval; repair or re-run that evaluation")
+        notes.append(f"dropped {n_missing} row(s) without a {rcol!r} value (metric logged at "
+                     "other steps)")
+    keep = reward.notna().to_numpy()
+    if compute[keep].isna().any():
+        raise InputError(f"compute column {ccol!r} has {int(compute[keep].isna().sum())} empty "
+                         "value(s) in rows that have a reward; NaN compute cannot be placed")
+    table = df.loc[keep, list(dict.fromkeys([*group_by, *[c for c in META_COLUMNS
+                                                            if c in df.columns]]))].copy()
+    table["_compute"] = compute[keep].to_numpy(float)
+    table["_reward"] = reward[keep].to_numpy(float)
+    groups = []
+    grouped = table.groupby(list(group_by), dropna=False, sort=True) if group_by else [((), table)]
+    for key_values, sub in grouped:
+        key_values = key_values if isinstance(key_values, tuple) else (key_values,)
+        key = {c: _plain(v) for c, v in zip(group_by, key_values)}
+        points = sub.groupby("_compute", sort=True)["_reward"].agg(["mean", "size"])
+        meta = {c: _plain(sub[c].iloc[0]) for c in META_COLUMNS
+                if c in sub.columns and sub[c].nunique(dropna=False) == 1}
+        groups.append(PointGroup(key=key, compute=points.index.to_numpy(float),
+                                 reward=points["mean"].to_numpy(float),
+                                 n_rows=points["size"].to_numpy(int), meta=meta,
+                                 notes=tuple(notes)))
+    info = {"compute_col": ccol, "reward_col": rcol, "per_sample": per_sample,
+            "group_by": list(group_by), "n_rows": int(len(df))}
+    return groups, info

@@ -1,0 +1,135 @@
+"""PNG plots of fitted curves, drawn from `fit.json` records alone (matplotlib Agg, no display).
+
+`plot_curve(record, path)`: one run. Points used by the fit (filled circles) and excluded ones
+(below the cutoff: grey crosses); the fitted sigmoid extended to `extend` x the largest compute;
+the asymptote A (horizontal dashed line) and R0 (dotted); C_mid marked on the curve; the power
+law (dashed); the extrapolation check's early-data fit (dash-dot) with its cut marked. Log x.
+
+`plot_combined(records, path, by)`: many runs on one axis, one colour per group label (e.g.
+model size, generation length or recipe); records sharing a label (seeds) share the colour.
+Labels name only the `by` keys that vary; the constant ones go into the title.
+
+Deliberately left out: interactive output and styling options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from scalerl.fit.powerlaw import power_law  # noqa: E402
+from scalerl.fit.sigmoid import sigmoid  # noqa: E402
+from scalerl.utils.io import atomic_path  # noqa: E402
+
+__all__ = ["plot_curve", "plot_combined", "record_label"]
+
+
+def _points(record: dict):
+    pts = record["points"]
+    c = np.asarray(pts["compute"], float)
+    y = np.asarray(pts["reward"], float)
+    status = np.asarray(pts["status"])
+    return c, y, status
+
+
+def _x_range(c: np.ndarray, extend: float) -> np.ndarray:
+    pos = c[c > 0]
+    return np.geomspace(pos.min() * 0.8, pos.max() * extend, 400)
+
+
+def _save(fig, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def record_label(record: dict, by: Sequence[str] | None = None) -> str:
+    """'model=tiny-s, gen_len=64' from the record's group and meta (by: which keys)."""
+    values = {**record.get("meta", {}), **record.get("group", {})}
+    keys = list(by) if by else list(record.get("group", {}))
+    parts = [f"{k}={values[k]}" for k in keys if values.get(k) is not None]
+    return ", ".join(parts) or record.get("name", "run")
+
+
+def plot_curve(record: dict, path: str | Path, *, title: str | None = None,
+               extend: float = 4.0) -> None:
+    c, y, status = _points(record)
+    a, b, c_mid, r0 = record["A"], record["B"], record["C_mid"], record["R0"]
+    xs = _x_range(c, extend)  # [400]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    used = status == "used"
+    ax.scatter(c[used], y[used], s=18, color="C0", label=f"points used ({used.sum()})", zorder=3)
+    cut = status == "cutoff"
+    if cut.any():
+        ax.scatter(c[cut], y[cut], s=22, marker="x", color="0.55",
+                   label=f"excluded < cutoff {record['cutoff']:.3g} ({cut.sum()})", zorder=3)
+    ax.plot(xs, sigmoid(xs, a, b, c_mid, r0), color="C1", lw=2,
+            label=f"sigmoid A={a:.3f} B={b:.2f} C_mid={c_mid:.3g}")
+    ax.axhline(a, color="C1", ls="--", lw=1, label="asymptote A")
+    ax.axhline(r0, color="0.4", ls=":", lw=1, label=f"R0={r0:.3f}")
+    ax.plot([c_mid], [(a + r0) / 2], marker="D", color="C3", ms=7, ls="none",
+            label="C_mid (half the gain)", zorder=4)
+    ax.axvline(c_mid, color="C3", ls=":", lw=0.8)
+    pl = record.get("power_law")
+    if pl and pl.get("D", 0) > 0:
+        ax.plot(xs, power_law(xs, pl["A"], pl["D"], pl["B"]), color="C2", ls="--", lw=1.2,
+                label=f"power law A={pl['A']:.3f} B={pl['B']:.2f}")
+    ex = record.get("extrapolation") or {}
+    if ex.get("A") is not None:
+        ax.plot(xs, sigmoid(xs, ex["A"], ex["B"], ex["C_mid"], r0), color="C4", ls="-.", lw=1,
+                label=f"fit on compute <= {ex['fraction']:g} x max "
+                      f"(max err {ex['max_abs_error']:.3f})")
+        ax.axvline(ex["fraction"] * c.max(), color="C4", ls="-.", lw=0.6)
+    ax.set_xscale("log")
+    ax.set_xlabel(record.get("compute_col", "compute"))
+    ax.set_ylabel(record.get("reward_col", "reward"))
+    flag = "" if record.get("converged", True) else "  [NOT CONVERGED: see warnings]"
+    ax.set_title((title or record_label(record) or "fit") + flag, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, path)
+
+
+def plot_combined(records: Sequence[dict], path: str | Path, *, by: Sequence[str] | None = None,
+                  extend: float = 4.0, title: str = "") -> None:
+    """All curves on one axis; one colour per distinct `record_label(record, by)`."""
+    if not records:
+        raise ValueError("plot_combined needs at least one fit record")
+    keys = list(by) if by else list(records[0].get("group", {}))
+    values = [{**r.get("meta", {}), **r.get("group", {})} for r in records]
+    varying = [k for k in keys if len({str(v.get(k)) for v in values}) > 1]
+    constant = [f"{k}={values[0][k]}" for k in keys if k not in varying
+                and values[0].get(k) is not None]
+    labels = [record_label(r, varying or keys) for r in records]
+    palette = {lab: f"C{i % 10}" for i, lab in enumerate(dict.fromkeys(labels))}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    seen = set()
+    for record, label in zip(records, labels):
+        c, y, status = _points(record)
+        colour = palette[label]
+        used = status == "used"
+        ax.scatter(c[used], y[used], s=10, color=colour, alpha=0.6)
+        ax.scatter(c[status == "cutoff"], y[status == "cutoff"], s=10, marker="x",
+                   color=colour, alpha=0.4)
+        xs = _x_range(c, extend)
+        line_label = None if label in seen else f"{label}: A={record['A']:.3f}"
+        seen.add(label)
+        ax.plot(xs, sigmoid(xs, record["A"], record["B"], record["C_mid"], record["R0"]),
+                color=colour, lw=1.8, label=line_label)
+        ax.axhline(record["A"], color=colour, ls="--", lw=0.7, alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_xlabel(records[0].get("compute_col", "compute"))
+    ax.set_ylabel(records[0].get("reward_col", "reward"))
+    default = "curves by " + ", ".join(varying) if varying else "fitted curves"
+    if constant and varying:
+        default += " (" + ", ".join(constant) + ")"
+    ax.set_title(title or default, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, path)

@@ -1,0 +1,40 @@
+"""`scalerl report FIT_JSON_OR_DIR... --out DIR [--by model,gen_len,recipe,task]`.
+
+Collects fit.json records written by `scalerl fit` (directories are searched recursively) and
+writes, atomically:
+    DIR/scaling.parquet   one row per fit: the --by columns (from each record's `group`, then
+                          `meta`), A, B, C_mid with bootstrap bounds (*_lo, *_hi), R0, r2,
+                          points, extrapolation errors, power law, C_90, converged, warnings
+    DIR/scaling.md        the same as a Markdown table sorted by the --by columns, plus a
+                          per-cell summary when several fits (seeds) share a cell
+    DIR/curves.png        every curve redrawn from its parameters and stored points, one
+                          colour per --by combination
+Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from scalerl.fit.report import DEFAULT_BY, collect_records, write_report
+from scalerl.utils.log import progress
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = __doc__.split("\n\n", 1)[1]
+    parser.add_argument("fits", nargs="+", metavar="FIT_JSON_OR_DIR")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--by", default=",".join(DEFAULT_BY),
+                        help=f"comma-separated grouping columns (default {','.join(DEFAULT_BY)})")
+
+
+def run(args: argparse.Namespace) -> int:
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    records = collect_records(args.fits)
+    progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")
+    paths = write_report(records, args.out, by)
+    flagged = sum(not r.get("converged", False) for r in records)
+    progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
+             + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))
+    return 0
