@@ -1,0 +1,313 @@
+"""SFT warm start of a tiny model on synthetic worked solutions, stopped inside a pass-rate band.
+
+RL needs a base model that is sometimes right: at pass rate 0 every group of G samples has
+zero reward variance and nothing is learned, near 1 there is no headroom. Pass rates of tiny
+models jump between nearby checkpoints (FEASIBILITY.md: 3 % -> 16 % -> 55 % in 400 steps), so
+the warm start *measures* instead of guessing a step count:
+
+    train on (prompt, solution) pairs, loss = mean -log p(target token) over target tokens only
+    every `eval_every` steps: sample one completion per val prompt (HF engine, temperature 1,
+        FP32 head) and grade it with the real verifier (`scalerl.rewards.score_many`)
+    pass rate inside [band_lo, band_hi] -> confirm on `final_eval_prompts` fresh val prompts
+        (the small sample is noisy, +-4 points at 64 prompts); confirmed inside -> keep, stop;
+        otherwise the confirmed rate decides as below
+    pass rate above the band (overshoot) -> restore the last checkpoint below the band and
+        evaluate twice as often from there (up to `refinements` times)
+    budget exhausted -> keep the evaluated checkpoint closest to the band (`in_band: false`)
+
+Batches are all-math or all-code (chosen by `math_fraction`), which keeps padding low; targets
+are `solution + eos`; prompts are raw (bos + prompt text). The kept model is then measured on
+`final_eval_prompts` fresh val prompts (the confirmation measurement when there was one); that
+figure goes into base_info.json.
+
+Deliberately left out: learning-rate decay, gradient accumulation and packing (a few hundred
+small steps are enough at this scale).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import random
+import time
+
+import torch
+
+from scalerl.config import Config, ConfigError, field_
+from scalerl.models.logprobs import sequence_logprobs
+from scalerl.utils.log import progress
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig(Config):
+    """Budget and data of the SFT warm start (tiny models only)."""
+
+    max_steps: int = field_(3000, "optimizer steps at most", ge=1)
+    batch_size: int = field_(64, "sequences per step", ge=1)
+    lr: float = field_(3e-3, "AdamW learning rate (constant after warmup); 3e-3 reaches the band "
+                              "in ~2.4x fewer steps than 1e-3 on tiny-s", gt=0)
+    warmup_steps: int = field_(20, "linear warmup steps", ge=0)
+    weight_decay: float = field_(0.0, "AdamW weight decay", ge=0)
+    grad_clip: float = field_(1.0, "max global gradient norm (0: off)", ge=0)
+    math_fraction: float = field_(0.5, "share of math batches (the rest are code)", ge=0, le=1)
+    math_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic math difficulties")
+    code_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic code difficulties")
+    n_train: int = field_(20000, "training examples generated per task (cycled)", ge=1)
+    data_seed: int = field_(7919, "seed of the SFT/val examples (keep it apart from the RL "
+                                  "prompt set's seed)", ge=0)
+    eval_every: int = field_(50, "steps between pass-rate measurements", ge=1)
+    eval_prompts: int = field_(64, "val prompts per measurement (one sample each)", ge=1)
+    band_lo: float = field_(0.10, "lowest acceptable base pass rate", ge=0, le=1)
+    band_hi: float = field_(0.40, "highest acceptable base pass rate", ge=0, le=1)
+    refinements: int = field_(3, "times an overshoot restarts from the last checkpoint below "
+                                 "the band with halved eval_every", ge=0)
+    final_eval_prompts: int = field_(200, "val prompts measuring the kept model", ge=1)
+    max_new_tokens: int = field_(0, "generation cap when measuring (0: longest target + 16)",
+                                 ge=0)
+    temperature: float = field_(1.0, "sampling temperature when measuring", gt=0)
+    threads: int = field_(1, "torch threads (0: leave as is); 1 is fastest when jobs share "
+                                 "the cores (oversubscribed OpenMP threads spin)", ge=0)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.band_lo > self.band_hi:
+            raise ConfigError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
+
+
+@dataclasses.dataclass
+class SFTResult:
+    model: torch.nn.Module
+    steps: int  # optimizer steps of the kept checkpoint
+    final_loss: float  # mean training loss over the last eval interval before it
+    pass_rate: float  # on final_eval_prompts fresh val prompts
+    pass_rate_by_task: dict[str, float]
+    in_band: bool
+    history: list[dict]  # every measurement: step, pass_rate, loss
+    seconds: float
+    train_tokens: int
+
+
+def sft_data(cfg: SFTConfig, tokenizer, n: int, seed_offset: int) -> dict[str, list]:
+    """task -> list of (TaskExample, prompt_ids, target_ids)."""
+    from scalerl.tasks.synthetic import generate_code, generate_math
+
+    seed = cfg.data_seed + seed_offset
+    out: dict[str, list] = {}
+    if cfg.math_fraction > 0:
+        out["math"] = generate_math(n, seed, difficulties=cfg.math_difficulties)
+    if cfg.math_fraction < 1:
+        out["code"] = generate_code(n, seed, difficulties=cfg.code_difficulties)
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    for task, examples in out.items():
+        enc = []
+        for ex in examples:
+            prompt = [bos] + tokenizer.encode(ex.prompt, add_special_tokens=False)
+            target = tokenizer.encode(ex.solution, add_special_tokens=False) + [eos]
+            enc.append((ex, prompt, target))
+        out[task] = enc
+    return out
+
+
+def _batch(items: list, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded ids [B, T], attention mask [B, T], target mask [B, T]."""
+    length = max(len(p) + len(t) for _, p, t in items)
+    ids = torch.full((len(items), length), pad_id, dtype=torch.long)
+    attn = torch.zeros(len(items), length, dtype=torch.long)
+    target = torch.zeros(len(items), length, dtype=torch.bool)
+    for i, (_, p, t) in enumerate(items):
+        seq = p + t
+        ids[i, : len(seq)] = torch.tensor(seq)
+        attn[i, : len(seq)] = 1
+        target[i, len(p) : len(seq)] = True
+    return ids, attn, target
+
+
+def measure_pass_rate(model, tokenizer, val: dict[str, list], n_prompts: int, *,
+                      max_new_tokens: int, temperature: float, seed: int,
+                      fp32_lm_head: bool = True) -> tuple[float, dict[str, float]]:
+    """Pass rate (one sample per prompt) over the first n_prompts val prompts, tasks mixed."""
+    from scalerl.rewards.score import score_many
+    from scalerl.rollout.base import Request
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.hf_engine import HFEngine
+
+    picked = _mix(val, n_prompts)
+    engine = HFEngine(model, tokenizer, EngineConfig(temperature=temperature, seed=seed,
+                                                     max_batch=min(64, len(picked))),
+                      fp32_lm_head=fp32_lm_head)
+    requests = [Request(prompt_id=ex.prompt_id, prompt_ids=tuple(p), max_new_tokens=max_new_tokens)
+                for ex, p, _ in picked]
+    was_training = model.training
+    model.eval()
+    completions = engine.generate(requests)
+    model.train(was_training)
+    scores = score_many([ex.to_row() for ex, _, _ in picked], [c.text for c in completions])
+    by_task: dict[str, list[bool]] = {}
+    for (ex, _, _), s in zip(picked, scores):
+        by_task.setdefault(ex.task, []).append(s.correct)
+    overall = sum(s.correct for s in scores) / len(scores)
+    return overall, {k: sum(v) / len(v) for k, v in by_task.items()}
+
+
+def _mix(val: dict[str, list], n: int) -> list:
+    """Interleave tasks so any prefix has roughly the configured mix."""
+    tasks = sorted(val)
+    out, i = [], 0
+    while len(out) < n and i < max(len(v) for v in val.values()):
+        for t in tasks:
+            if i < len(val[t]) and len(out) < n:
+                out.append(val[t][i])
+        i += 1
+    return out
+
+
+@dataclasses.dataclass
+class BandSearch:
+    """The checkpoint-selection rule of the warm start, as a pure state machine.
+
+    `observe(step, pass_rate)` after each measurement returns one of
+    - "keep":   the rate is inside [lo, hi]: keep this checkpoint and stop;
+    - "below":  under the band: remember this checkpoint as the rewind point, continue;
+    - "rewind": over the band with a rewind point and refinements left: go back to
+                `rewind_step`, measure every `eval_every` steps (halved), continue;
+    - "stop":   over the band and no way back: keep the best checkpoint seen.
+    `is_best` says whether the last observation is the closest to the band so far.
+    """
+
+    lo: float
+    hi: float
+    eval_every: int
+    refinements: int
+    rewind_step: int | None = None
+    best_distance: float = math.inf
+    is_best: bool = False
+
+    def distance(self, rate: float) -> float:
+        return max(self.lo - rate, rate - self.hi, 0.0)
+
+    def observe(self, step: int, rate: float) -> str:
+        d = self.distance(rate)
+        self.is_best = d < self.best_distance
+        self.best_distance = min(self.best_distance, d)
+        if d == 0.0:
+            return "keep"
+        if rate < self.lo:
+            self.rewind_step = step
+            return "below"
+        if self.refinements > 0 and self.rewind_step is not None and self.eval_every > 1:
+            self.refinements -= 1
+            self.eval_every = max(1, self.eval_every // 2)
+            return "rewind"
+        return "stop"
+
+
+def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) -> SFTResult:
+    """Run the band-selected warm start (see module docstring); returns the kept model."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    start = time.time()
+    train = sft_data(cfg, tokenizer, cfg.n_train, 0)
+    n_val = max(cfg.eval_prompts, cfg.final_eval_prompts)
+    val_all = sft_data(cfg, tokenizer, n_val + cfg.final_eval_prompts, 1)
+    seen = {ex.prompt for items in train.values() for ex, _, _ in items}
+    val_all = {t: [x for x in items if x[0].prompt not in seen] for t, items in val_all.items()}
+    val_select = {t: items[: cfg.eval_prompts] for t, items in val_all.items()}
+    val_final = {t: items[cfg.eval_prompts:] for t, items in val_all.items()}
+    # Mix the val sets by the configured fraction (math_fraction of the prompts are math).
+    val_select = _by_fraction(val_select, cfg.math_fraction, cfg.eval_prompts)
+    val_final = _by_fraction(val_final, cfg.math_fraction, cfg.final_eval_prompts)
+    max_new = cfg.max_new_tokens or 16 + max(
+        len(t) for items in train.values() for _, _, t in items)
+
+    torch.manual_seed(cfg.data_seed)
+    rng = random.Random(cfg.data_seed)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+    cursor = {t: 0 for t in train}
+    pad = tokenizer.pad_token_id
+    search = BandSearch(cfg.band_lo, cfg.band_hi, cfg.eval_every, cfg.refinements)
+    history: list[dict] = []
+    below = None  # snapshot at search.rewind_step: (model state, optimizer state, lr state)
+    best = None  # (step, pass rate, model state, loss) closest to the band so far
+    losses: list[float] = []
+    train_tokens, step = 0, 0
+
+    def measure() -> float:
+        rate, _ = measure_pass_rate(model, tokenizer, val_select, cfg.eval_prompts,
+                                    max_new_tokens=max_new, temperature=cfg.temperature,
+                                    seed=cfg.data_seed + step, fp32_lm_head=fp32_lm_head)
+        return rate
+
+    def measure_final() -> tuple[float, dict[str, float]]:
+        return measure_pass_rate(model, tokenizer, val_final, cfg.final_eval_prompts,
+                                 max_new_tokens=max_new, temperature=cfg.temperature,
+                                 seed=cfg.data_seed + 1, fp32_lm_head=fp32_lm_head)
+
+    while step < cfg.max_steps:
+        task = "math" if rng.random() < cfg.math_fraction else "code"
+        if task not in train:
+            task = next(iter(train))
+        items = [train[task][(cursor[task] + i) % len(train[task])] for i in range(cfg.batch_size)]
+        cursor[task] += cfg.batch_size
+        ids, attn, target = _batch(items, pad)  # [B, T] each
+        logp = sequence_logprobs(model, ids, attn, fp32_lm_head=fp32_lm_head)  # [B, T]
+        loss = -(logp * target).sum() / target.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        sched.step()
+        step += 1
+        train_tokens += int(target.sum())
+        losses.append(float(loss.detach()))
+        if not math.isfinite(losses[-1]):
+            raise FloatingPointError(f"SFT loss became {losses[-1]} at step {step}; lower lr")
+        if step % search.eval_every and step != cfg.max_steps:
+            continue
+        rate = measure()
+        mean_loss = sum(losses[-search.eval_every:]) / len(losses[-search.eval_every:])
+        entry = {"step": step, "pass_rate": rate, "loss": mean_loss}
+        final = None
+        if search.distance(rate) == 0.0:  # candidate: confirm on the larger fresh val set
+            final = measure_final()
+            entry["confirmed_pass_rate"] = rate = final[0]
+        history.append(entry)
+        progress(f"sft step {step}: loss {mean_loss:.3f}, val pass rate {entry['pass_rate']:.3f}"
+                 + (f", confirmed {rate:.3f}" if final else "")
+                 + f" (band {cfg.band_lo:.2f}-{cfg.band_hi:.2f}), {time.time() - start:.0f}s")
+        action = search.observe(step, rate)
+        if search.is_best:
+            best = (step, rate, copy.deepcopy(model.state_dict()), mean_loss, final)
+        if action in ("keep", "stop"):
+            break
+        if action == "below":
+            below = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()),
+                     copy.deepcopy(sched.state_dict()))
+        elif action == "rewind":
+            step = search.rewind_step
+            model.load_state_dict(below[0])
+            opt.load_state_dict(below[1])
+            sched.load_state_dict(below[2])
+            progress(f"sft: overshot the band; back to step {step}, "
+                     f"measuring every {search.eval_every}")
+    kept_step, kept_rate, state, kept_loss, final = best
+    model.load_state_dict(state)
+    model.eval()
+    rate, by_task = final if final is not None else measure_final()
+    progress(f"sft: kept step {kept_step}; pass rate {rate:.3f} on {cfg.final_eval_prompts} "
+             f"fresh val prompts {by_task}")
+    return SFTResult(
+        model=model, steps=kept_step, final_loss=kept_loss, pass_rate=rate,
+        pass_rate_by_task=by_task, in_band=search.distance(rate) == 0.0,
+        history=history, seconds=time.time() - start, train_tokens=train_tokens)
+
+
+def _by_fraction(val: dict[str, list], math_fraction: float, n: int) -> dict[str, list]:
+    if set(val) != {"math", "code"}:
+        return {t: items[:n] for t, items in val.items()}
+    n_math = round(n * math_fraction)
+    return {"math": val["math"][:n_math], "code": val["code"][: n - n_math]}

@@ -1,0 +1,173 @@
+"""Batch assembly: completions → rewards → filters → advantages → padded training tensors.
+
+One optimizer step consumes the completions of B prompts × G samples. `assemble_batch`:
+
+1. takes each completion's correctness (verifier output, computed by the caller) and turns it
+   into the recipe's reward: `reward_correct` / `reward_incorrect` (paper: ±1, A.3); with
+   `length_control = length_penalty` the DAPO overlong penalty (Eq. 9) is added to correct
+   traces (`scalerl.rl.length_penalty`);
+2. drops zero-variance prompts (all G rewards equal) when the recipe asks for it
+   (`scalerl.rl.filters`; ScaleRL's "effective batch", no re-sampling);
+3. computes advantages over the kept samples (`scalerl.rl.advantages`, batch/group/none);
+4. builds right-padded [N, L] tensors of prompt + completion tokens for the kept samples,
+   with the generator's logprobs and the loss mask placed at the completion positions
+   (position t scores token t given tokens < t, as `scalerl.models.logprobs` returns them);
+   tokens the engine inserted (interruption text) have loss mask False;
+5. reports the step statistics (reward mean, pass rate, truncation/interruption rates,
+   zero-variance fraction, staleness).
+
+Group ids are the `group` numbers the trainer put in each request's tag: unique per issued
+prompt instance, so a prompt drawn twice in one batch forms two groups.
+
+Deliberately left out: the verifier call itself (the trainer scores completions as they arrive
+so scoring overlaps generation) and the model forward (the trainer's job).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import torch
+
+from scalerl.rl.advantages import compute_advantages
+from scalerl.rl.filters import zero_variance_stats
+from scalerl.rl.length_penalty import apply_length_penalty
+from scalerl.rollout.base import Completion
+
+__all__ = ["BatchStats", "TrainBatch", "assemble_batch", "split_by_groups"]
+
+
+@dataclasses.dataclass
+class TrainBatch:
+    """Kept samples of one step as padded tensors (row order: kept completions)."""
+
+    input_ids: torch.Tensor  # [N, L] long: prompt + completion, right-padded
+    attention_mask: torch.Tensor  # [N, L] long: 1 at real tokens
+    loss_mask: torch.Tensor  # [N, L] bool: completion tokens that get loss
+    gen_logprobs: torch.Tensor  # [N, L] float32: generator log π_gen at loss positions, else 0
+    advantages: torch.Tensor  # [N] float32
+    group_ids: torch.Tensor  # [N] long
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        """Real (non-pad) tokens: what the trainer forwards and backpropagates (6·N each)."""
+        return int(self.attention_mask.sum())
+
+    def to(self, device: torch.device | str) -> TrainBatch:
+        return TrainBatch(**{f.name: getattr(self, f.name).to(device)
+                             for f in dataclasses.fields(self)})
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchStats:
+    """Statistics of one step's samples (before filtering unless said otherwise)."""
+
+    n_samples: int
+    n_prompts: int
+    reward_mean: float
+    pass_rate: float
+    truncation_rate: float
+    interruption_rate: float
+    zero_variance_fraction: float  # fraction of prompts dropped by the zero-variance test
+    n_kept: int  # samples that enter the loss
+    staleness_mean: float
+    staleness_max: int
+    prompt_tokens: list[int]  # per sample: prompt length (generator prefill)
+    completion_tokens: list[int]  # per sample: generated + inserted tokens
+
+
+def assemble_batch(
+    completions: Sequence[Completion],
+    correct: Sequence[bool],
+    recipe,
+    trainer_version: int,
+    pad_id: int,
+) -> tuple[TrainBatch | None, BatchStats]:
+    """Rewards, filters, advantages and tensors for one step; None when nothing is kept.
+
+    `completions[i].request.tag` must be the sample's group number (an int); `correct[i]`
+    is the verifier's verdict for completion i; `recipe` a `scalerl.rl.recipe.RecipeConfig`.
+    """
+    if not completions:
+        raise ValueError("assemble_batch needs at least one completion")
+    if len(correct) != len(completions):
+        raise ValueError(f"{len(completions)} completions but {len(correct)} verdicts")
+    group_ids = torch.tensor([int(c.request.tag) for c in completions])  # [S]
+    correct_t = torch.tensor([bool(x) for x in correct])  # [S] bool
+    lengths = torch.tensor([c.n_tokens for c in completions])  # [S]
+    rewards = torch.where(correct_t, recipe.reward_correct, recipe.reward_incorrect)  # [S]
+    rewards = rewards.to(torch.float32)
+    if recipe.length_control == "length_penalty":
+        rewards = apply_length_penalty(rewards, lengths, correct_t, recipe.length_penalty)
+
+    zv = zero_variance_stats(rewards, group_ids)
+    keep = zv.keep if recipe.zero_variance_filter else torch.ones_like(zv.keep)  # [S] bool
+    advantages = compute_advantages(
+        rewards, group_ids, recipe.advantage_normalization, recipe.advantage_eps, keep=keep
+    )  # [S]
+    lags = [trainer_version - c.min_version for c in completions]
+    stats = BatchStats(
+        n_samples=len(completions),
+        n_prompts=zv.n_groups,
+        reward_mean=float(rewards.mean()),
+        pass_rate=float(correct_t.float().mean()),
+        truncation_rate=sum(c.truncated for c in completions) / len(completions),
+        interruption_rate=sum(c.interrupted for c in completions) / len(completions),
+        zero_variance_fraction=zv.dropped_group_fraction,
+        n_kept=int(keep.sum()),
+        staleness_mean=sum(lags) / len(lags),
+        staleness_max=max(lags),
+        prompt_tokens=[len(c.request.prompt_ids) for c in completions],
+        completion_tokens=[c.n_tokens for c in completions],
+    )
+    kept = [i for i in range(len(completions)) if keep[i]]
+    if not kept:
+        return None, stats
+    return _pad([completions[i] for i in kept], advantages[kept], group_ids[kept], pad_id), stats
+
+
+def _pad(
+    completions: Sequence[Completion], advantages: torch.Tensor, group_ids: torch.Tensor,
+    pad_id: int,
+) -> TrainBatch:
+    n = len(completions)
+    width = max(len(c.request.prompt_ids) + c.n_tokens for c in completions)
+    input_ids = torch.full((n, width), pad_id, dtype=torch.long)  # [N, L]
+    attention = torch.zeros((n, width), dtype=torch.long)  # [N, L]
+    loss_mask = torch.zeros((n, width), dtype=torch.bool)  # [N, L]
+    gen_logprobs = torch.zeros((n, width), dtype=torch.float32)  # [N, L]
+    for row, c in enumerate(completions):
+        p = len(c.request.prompt_ids)
+        end = p + c.n_tokens
+        input_ids[row, :p] = torch.tensor(c.request.prompt_ids, dtype=torch.long)
+        input_ids[row, p:end] = torch.tensor(c.token_ids, dtype=torch.long)
+        attention[row, :end] = 1
+        loss_mask[row, p:end] = torch.tensor(c.loss_mask, dtype=torch.bool)
+        gen_logprobs[row, p:end] = torch.tensor(c.logprobs, dtype=torch.float32)
+    gen_logprobs = torch.where(loss_mask, gen_logprobs, 0.0)  # inserted tokens carry no logprob
+    return TrainBatch(input_ids, attention, loss_mask, gen_logprobs,
+                      advantages.to(torch.float32), group_ids)
+
+
+def split_by_groups(batch: TrainBatch, groups_per_micro: int) -> list[tuple[TrainBatch, int]]:
+    """Micro-batches of whole groups: [(micro_batch, n_groups_in_it)], in group order."""
+    unique = torch.unique(batch.group_ids)  # [n_groups], sorted
+    if groups_per_micro <= 0 or groups_per_micro >= unique.numel():
+        return [(batch, int(unique.numel()))]
+    out = []
+    for start in range(0, unique.numel(), groups_per_micro):
+        chosen = unique[start:start + groups_per_micro]  # [g]
+        rows = torch.isin(batch.group_ids, chosen)  # [N] bool
+        width = int(batch.attention_mask[rows].sum(dim=1).max())
+        sub = TrainBatch(**{f.name: getattr(batch, f.name)[rows] for f in
+                            dataclasses.fields(batch)})
+        sub = dataclasses.replace(
+            sub, input_ids=sub.input_ids[:, :width], attention_mask=sub.attention_mask[:, :width],
+            loss_mask=sub.loss_mask[:, :width], gen_logprobs=sub.gen_logprobs[:, :width])
+        out.append((sub, int(chosen.numel())))
+    return out

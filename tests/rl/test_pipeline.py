@@ -1,0 +1,137 @@
+"""Plumbing of PipelineRL-k (`scalerl.rl.pipeline`) with a trivial counting engine.
+
+The engine below is deliberately fake: these tests check the process plumbing (weights
+reaching the generator under the lock, lag control, error propagation), not generation. The
+real engines run through the same `Pipeline` in tests/rl/test_trainer*.py.
+"""
+
+import time
+
+import pytest
+import torch
+
+from scalerl.rl.pipeline import EngineSpec, GeneratorError, Pipeline, staleness
+from scalerl.rollout.base import Completion, Engine, Request
+
+
+class CountingEngine(Engine):
+    """Emits one token per `step()` per sequence; its logprob is the weight w it was made with.
+
+    Sequences have `n_tokens` tokens, or `max_new_tokens` of their request when n_tokens is 0.
+    """
+
+    def __init__(self, n_tokens: int = 4, step_sleep_s: float = 0.0, fail: bool = False):
+        if fail:
+            raise RuntimeError("engine construction failed on purpose")
+        self.n_tokens = n_tokens
+        self.step_sleep_s = step_sleep_s
+        self.w = float("nan")
+        self.version = -1
+        self.live: list[tuple[Request, list[float], list[int]]] = []
+
+    def submit(self, requests):
+        self.live.extend((r, [], []) for r in requests)
+
+    def step(self):
+        time.sleep(self.step_sleep_s)
+        done, keep = [], []
+        for req, logps, versions in self.live:
+            logps.append(self.w)
+            versions.append(self.version)
+            n = self.n_tokens or req.max_new_tokens
+            if len(logps) == n:
+                done.append(Completion(req, [1] * n, logps, [True] * n, versions, "x" * n,
+                                       "stop", False, False))
+            else:
+                keep.append((req, logps, versions))
+        self.live = keep
+        return done
+
+    def num_in_flight(self):
+        return len(self.live)
+
+    def update_weights(self, state_dict, version):
+        self.w = float(state_dict["w"][0])
+        self.version = version
+
+
+def make_engine(**kwargs):
+    return CountingEngine(**kwargs)
+
+
+def _requests(batch: int, n_prompts: int = 2, g: int = 2) -> list[Request]:
+    return [Request(prompt_id=f"p{batch}_{i}", prompt_ids=(1, 2), sample_idx=j, tag=("mine", i))
+            for i in range(n_prompts) for j in range(g)]
+
+
+def _run(max_lag: int, trainer_sleep_s: float, gen_sleep_s: float, steps: int = 8, start=3):
+    """Trainer loop of PipelineRL-k: collect batch v, 'train', push w = v + 1, issue v + k + 1."""
+    spec = EngineSpec(make_engine, {"n_tokens": 4, "step_sleep_s": gen_sleep_s}, threads=1)
+    lags, mismatches = [], 0
+    with Pipeline([spec], {"w": torch.tensor([float(start)])}, version=start, max_lag=max_lag,
+                  max_concurrent=64) as pipe:
+        for b in range(start, start + max_lag + 1):
+            pipe.submit(b, _requests(b))
+        for v in range(start, start + steps):
+            batch = pipe.collect(v, n=4)
+            assert {c.request.tag[0] for c in batch} == {"mine"}  # caller's tag restored
+            for c in batch:
+                lags.append(staleness(v, c))
+                # weights and version travel together: the logprob (= w) equals the version
+                mismatches += sum(lp != ver for lp, ver in zip(c.logprobs, c.versions))
+            time.sleep(trainer_sleep_s)
+            pipe.push_weights({"w": torch.tensor([float(v + 1)])}, v + 1)
+            pipe.submit(v + max_lag + 1, _requests(v + max_lag + 1))
+        tokens, busy = pipe.generator_stats()
+    return lags, mismatches, tokens, busy
+
+
+def test_slow_trainer_lets_generator_run_k_ahead_but_never_further():
+    lags, mismatches, tokens, busy = _run(max_lag=2, trainer_sleep_s=0.15, gen_sleep_s=0.001)
+    assert mismatches == 0
+    assert max(lags) == 2  # the generator ran ahead exactly as far as allowed
+    assert min(lags) >= 0
+    assert tokens >= 8 * 4 * 4 and busy > 0
+
+
+def test_slow_generator_keeps_samples_fresh_and_lag_zero_is_on_policy():
+    lags, mismatches, _, _ = _run(max_lag=0, trainer_sleep_s=0.0, gen_sleep_s=0.002, steps=5)
+    assert mismatches == 0
+    assert lags == [0] * (5 * 4)  # k = 0: every token comes from the current policy
+
+
+def test_in_flight_sequences_switch_weights_mid_sequence():
+    # A long sequence straddles a weight push: its tokens carry more than one version.
+    spec = EngineSpec(make_engine, {"n_tokens": 0, "step_sleep_s": 0.01}, threads=1)
+    with Pipeline([spec], {"w": torch.tensor([0.0])}, version=0, max_lag=1,
+                  max_concurrent=8) as pipe:
+        pipe.submit(0, [Request("short", (1,), max_new_tokens=3)])
+        pipe.submit(1, [Request("long", (1,), max_new_tokens=60)])
+        first = pipe.collect(0, n=1)[0]
+        pipe.push_weights({"w": torch.tensor([1.0])}, 1)
+        second = pipe.collect(1, n=1)[0]
+    assert set(first.versions) == {0}
+    assert set(second.versions) == {0, 1}  # started under v0, finished under v1
+    assert second.logprobs == [float(v) for v in second.versions]
+
+
+def test_generator_failure_is_reported_with_its_traceback():
+    spec = EngineSpec(make_engine, {"fail": True}, threads=1)
+    with pytest.raises(GeneratorError, match="construction failed on purpose"):
+        Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)
+
+
+def test_dead_generator_is_detected():
+    spec = EngineSpec(make_engine, {"n_tokens": 4, "step_sleep_s": 0.0}, threads=1)
+    pipe = Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)
+    pipe._procs[0].kill()
+    pipe._procs[0].join()
+    with pytest.raises(GeneratorError, match="exited"):
+        pipe.collect(0, n=1, timeout_s=30)
+
+
+def test_push_weights_rejects_non_increasing_versions():
+    spec = EngineSpec(make_engine, {}, threads=1)
+    with Pipeline([spec], {"w": torch.zeros(1)}, version=5, max_lag=1, max_concurrent=4) as pipe:
+        with pytest.raises(ValueError, match="must increase"):
+            pipe.push_weights({"w": torch.ones(1)}, 5)

@@ -1,0 +1,293 @@
+"""The trainer end to end with the real engine, losses and verifiers on a micro base model.
+
+Every recipe preset runs two steps; chunks continue exactly; micro-batching equals the full
+batch; non-finite losses/gradients stop with a message naming the step; bad inputs are
+rejected. The SIGKILL resume tests are in test_trainer_resume.py.
+"""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_trainer_helpers import cache_dir, micro_base, run_config_dict
+
+from scalerl.config import ConfigError
+from scalerl.rl import checkpoint as ckpt
+from scalerl.rl.batch import assemble_batch
+from scalerl.rl.recipe import list_presets, recipe_from_preset
+from scalerl.rl.run_config import RunConfig
+from scalerl.rl.steps import STEP_COLUMNS, read_steps
+from scalerl.rl.trainer import NonFiniteError, optimizer_step, train_chunk
+from scalerl.rollout.base import Completion, Request
+
+PIPELINE_PRESETS = {name for name in list_presets()
+                    if recipe_from_preset(name).off_policy == "pipeline"}
+
+
+@pytest.fixture(scope="module")
+def micro(request, tmp_path_factory):
+    return micro_base(cache_dir(request, tmp_path_factory))
+
+
+def _cfg(**changes) -> RunConfig:
+    return RunConfig.from_dict(run_config_dict()).replace(**changes)
+
+
+def _train(micro, tmp_path, cfg, chunk=0, init=None, name="out"):
+    return train_chunk(cfg, chunk=chunk, init=init or micro / "base",
+                       prompts=micro / "prompts.parquet", out=tmp_path / name)
+
+
+@pytest.mark.parametrize("preset", [
+    pytest.param(p, marks=pytest.mark.slow) if p in PIPELINE_PRESETS else p
+    for p in list_presets()
+])
+def test_every_preset_trains_two_steps(micro, tmp_path, preset):
+    cfg = _cfg(recipe={"preset": preset, "overrides": {"prompts_per_step": 4}},
+               task_weights={"math": 1.0, "code": 0.25})
+    result = _train(micro, tmp_path, cfg)
+    frame = read_steps(tmp_path / "out" / "steps.parquet")
+    assert list(frame.columns) == list(STEP_COLUMNS)
+    assert frame["step"].tolist() == [1, 2] and set(frame["chunk"]) == {0}
+    assert frame["compute_flops"].is_monotonic_increasing and frame["tokens"].iloc[0] > 0
+    assert (frame["pass_rate"] > 0).any() and (frame["pass_rate"] < 1).any()
+    assert (frame["grad_norm"] > 0).any()  # a real gradient reached the parameters
+    recipe = cfg.recipe.build()
+    lag = recipe.max_lag if recipe.off_policy == "pipeline" else 0
+    if recipe.off_policy == "ppo":  # second mini-batch of the round is one version stale
+        assert frame["staleness_max"].tolist() == [0, 1]
+    else:
+        assert frame["staleness_max"].max() <= lag
+    if recipe.length_control == "interruption":
+        assert frame["truncation_rate"].max() < 1.0
+    summary = ckpt.read_trainer_summary(tmp_path / "out")
+    assert summary["step"] == 2 and summary["compute_flops"] == frame["compute_flops"].iloc[-1]
+    assert not (tmp_path / "out.partial").exists()
+    assert len(result.rows) == 2
+
+
+def test_next_chunk_continues_exactly_where_the_last_stopped(micro, tmp_path):
+    """Chunks 0 + 1 of 2 steps end in the state of one 4-step chunk (on-policy, CPU)."""
+    recipe = {"preset": "scalerl", "overrides": {"off_policy": "on-policy"}}
+    split = _cfg(recipe=recipe, steps_per_chunk=2)
+    _train(micro, tmp_path, split, name="c0")
+    _train(micro, tmp_path, split, chunk=1, init=tmp_path / "c0", name="c1")
+    whole = _cfg(recipe=recipe, steps_per_chunk=4)
+    _train(micro, tmp_path, whole, name="whole")
+
+    c1, full = ckpt.load_trainer_state(tmp_path / "c1"), ckpt.load_trainer_state(tmp_path / "whole")
+    assert c1["step"] == full["step"] == 4 and c1["chunk"] == 1
+    assert c1["sampler"] == full["sampler"]  # NPR history, epoch order, position, task RNG
+    assert c1["requests"] == full["requests"]
+    assert c1["compute"]["flops"] == full["compute"]["flops"]
+    assert c1["compute"]["tokens"] == full["compute"]["tokens"]
+    rows = read_steps(tmp_path / "c1" / "steps.parquet")
+    ref = read_steps(tmp_path / "whole" / "steps.parquet").iloc[2:].reset_index(drop=True)
+    assert rows["step"].tolist() == [3, 4] and rows["chunk"].tolist() == [1, 1]
+    for col in ("reward_mean", "pass_rate", "loss", "grad_norm", "compute_flops", "npr_retired"):
+        assert rows[col].tolist() == pytest.approx(ref[col].tolist(), rel=1e-6, abs=1e-9), col
+    a = _weights(tmp_path / "c1")
+    b = _weights(tmp_path / "whole")
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6)
+
+
+def _weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path / "model.safetensors"))
+
+
+def test_chunk_inputs_are_checked(micro, tmp_path):
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+               steps_per_chunk=1)
+    with pytest.raises(ConfigError, match="not a trainer checkpoint"):
+        _train(micro, tmp_path, cfg, chunk=1)
+    _train(micro, tmp_path, cfg, name="c0")
+    with pytest.raises(ConfigError, match="base model"):
+        _train(micro, tmp_path, cfg, chunk=0, init=tmp_path / "c0", name="again")
+    with pytest.raises(ConfigError, match="needs chunk 1"):
+        _train(micro, tmp_path, cfg, chunk=2, init=tmp_path / "c0", name="c2")
+    import pandas as pd
+
+    math_only = pd.read_parquet(micro / "prompts.parquet").query("task == 'math'")
+    math_only.to_parquet(tmp_path / "math.parquet")
+    with pytest.raises(ValueError, match="no train prompts of that task"):
+        train_chunk(cfg.replace(task_weights={"code": 1.0}), chunk=0, init=micro / "base",
+                    prompts=tmp_path / "math.parquet", out=tmp_path / "x")
+    tight = cfg.replace(max_new_tokens=10)
+    with pytest.raises(ConfigError, match="max_new_tokens = 10"):
+        _train(micro, tmp_path, tight, name="y")
+
+
+# -- the optimizer step ------------------------------------------------------------------------
+def _completion(group, tokens, logps, mask=None, prompt=(1, 9, 9)):
+    mask = mask or [True] * len(tokens)
+    return Completion(Request(f"p{group}", prompt, tag=group), list(tokens), list(logps),
+                      list(mask), [0] * len(tokens), "", "stop", False, False)
+
+
+def test_assemble_batch_by_hand():
+    recipe = recipe_from_preset("scalerl")
+    comps = [_completion(0, [5, 6], [-1.0, -2.0]), _completion(0, [7], [-0.5]),
+             _completion(1, [5], [-1.0]), _completion(1, [6, 2, 3], [-1.0, 0.0, -3.0],
+                                                     mask=[True, False, True])]
+    # group 0: rewards +1, -1 (kept); group 1: -1, -1 (zero variance, dropped)
+    batch, stats = assemble_batch(comps, [True, False, False, False], recipe, trainer_version=0,
+                                  pad_id=0)
+    assert stats.pass_rate == 0.25 and stats.reward_mean == -0.5
+    assert stats.zero_variance_fraction == 0.5 and stats.n_kept == 2
+    assert stats.prompt_tokens == [3, 3, 3, 3] and stats.completion_tokens == [2, 1, 1, 3]
+    # centred advantages +1, -1; batch std of {+1, -1} = 1 -> advantages ±1/(1 + 1e-6)
+    torch.testing.assert_close(batch.advantages, torch.tensor([1.0, -1.0]) / (1 + 1e-6))
+    torch.testing.assert_close(batch.input_ids, torch.tensor([[1, 9, 9, 5, 6], [1, 9, 9, 7, 0]]))
+    torch.testing.assert_close(batch.loss_mask, torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 1, 0]]
+                                                             ).bool())
+    torch.testing.assert_close(batch.gen_logprobs[0, 3:], torch.tensor([-1.0, -2.0]))
+    assert batch.n_tokens == 9
+    # without the filter the inserted token (mask False) carries no generator logprob
+    loo = recipe_from_preset("loo-batch")
+    batch, _ = assemble_batch(comps, [True, False, False, False], loo, 0, pad_id=0)
+    assert batch.n_sequences == 4
+    torch.testing.assert_close(batch.gen_logprobs[3, 3:], torch.tensor([-1.0, 0.0, -3.0]))
+
+
+def _model():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=12, hidden_size=16, num_hidden_layers=1, num_attention_heads=1,
+                      num_key_value_heads=1, intermediate_size=32)
+    return LlamaForCausalLM(cfg)
+
+
+def _toy_batch(recipe):
+    comps = [_completion(g, [3 + (g + j) % 5, 4, 5 + j][: 1 + (g + j) % 3],
+                         [-1.5, -2.0, -2.5][: 1 + (g + j) % 3])
+             for g in range(3) for j in range(2)]
+    correct = [True, False, False, True, True, False]
+    batch, _ = assemble_batch(comps, correct, recipe, 0, pad_id=0)
+    return batch
+
+
+@pytest.mark.parametrize("aggregation", ["prompt", "sample", "token"])
+def test_micro_batches_give_the_full_batch_gradient(aggregation):
+    from scalerl.rl.trainer import make_optimizer
+
+    recipe = recipe_from_preset("scalerl", {"loss": {"aggregation": aggregation},
+                                            "optimizer": {"grad_clip": None}})
+    grads = []
+    for micro in (0, 1):
+        model = _model()
+        opt, sched = make_optimizer(model, recipe)
+        out = optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
+                             micro_groups=micro, step=1)
+        grads.append((out["loss"], [p.grad.clone() for p in model.parameters()]))
+    assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+
+
+def test_non_finite_loss_stops_with_the_step():
+    from scalerl.rl.trainer import make_optimizer
+
+    recipe = recipe_from_preset("scalerl")
+    model = _model()
+    with torch.no_grad():
+        model.model.norm.weight[0] = float("nan")
+    opt, sched = make_optimizer(model, recipe)
+    with pytest.raises(NonFiniteError, match="step 7: the trainer's log-probabilities are non-finite"):
+        optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
+                       micro_groups=0, step=7)
+
+
+def test_non_finite_gradient_names_the_parameter():
+    from scalerl.rl.trainer import make_optimizer
+
+    recipe = recipe_from_preset("scalerl")
+    model = _model()
+    model.model.layers[0].mlp.down_proj.weight.register_hook(lambda g: g * float("inf"))
+    opt, sched = make_optimizer(model, recipe)
+    before = model.model.layers[0].mlp.down_proj.weight.detach().clone()
+    with pytest.raises(NonFiniteError, match=r"step 3: gradient norm is (inf|nan).*down_proj"):
+        optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
+                       micro_groups=0, step=3)
+    torch.testing.assert_close(model.model.layers[0].mlp.down_proj.weight.detach(), before)
+
+
+def test_cli_help_and_bad_input(tmp_path):
+    run = [sys.executable, "-m", "scalerl", "train"]
+    help_ = subprocess.run(run + ["--help"], capture_output=True, text=True, timeout=120)
+    assert help_.returncode == 0 and "--init" in help_.stdout and ".partial" in help_.stdout
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("run: x\nrecipe: {preset: nope}\n")
+    bad = subprocess.run(run + ["--config", str(cfg), "--chunk", "0", "--init", "b",
+                                "--prompts", "p", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown recipe preset 'nope'" in bad.stderr
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["on-policy", "pipeline"])
+def test_vllm_engine_trains(micro, tmp_path, mode):
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": mode}}, engine="vllm")
+    _train(micro, tmp_path, cfg)
+    frame = read_steps(tmp_path / "out" / "steps.parquet")
+    assert frame["step"].tolist() == [1, 2] and (frame["grad_norm"] > 0).any()
+    assert frame["staleness_max"].max() <= (2 if mode == "pipeline" else 0)
+    # the trainer re-scores the vLLM samples: the IS ratio stays near 1 at step 1 (same weights)
+    assert frame["is_ratio_mean"].iloc[0] == pytest.approx(1.0, abs=0.05)
+
+
+def test_failed_chunk_leaves_only_its_partial_save(micro, tmp_path, monkeypatch):
+    import scalerl.rl.trainer as trainer_mod
+
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+               steps_per_chunk=3, save_every=1)
+    real_step = trainer_mod.optimizer_step
+
+    def failing_step(*args, step, **kwargs):
+        if step == 3:
+            raise RuntimeError("power cut at step 3")
+        return real_step(*args, step=step, **kwargs)
+
+    monkeypatch.setattr(trainer_mod, "optimizer_step", failing_step)
+    with pytest.raises(RuntimeError, match="power cut"):
+        _train(micro, tmp_path, cfg)
+    assert not (tmp_path / "out").exists()  # no half-written chunk under the real name
+    assert ckpt.read_trainer_summary(tmp_path / "out.partial")["step"] == 2
+    monkeypatch.setattr(trainer_mod, "optimizer_step", real_step)
+    with pytest.raises(ConfigError, match="delete .*out.partial"):
+        _train(micro, tmp_path, cfg.replace(seed=1))  # another config must not resume it
+    result = _train(micro, tmp_path, cfg)
+    assert result.resumed_at_step == 2 and [r["step"] for r in result.rows] == [1, 2, 3]
+    assert not (tmp_path / "out.partial").exists()
+
+
+def test_devices_and_threads_on_cpu(monkeypatch):
+    from scalerl.rl.trainer import plan_threads, resolve_devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = _cfg(threads=0, generators=1)
+    assert resolve_devices(cfg, pipeline=True) == ("cpu", [{}], 1)
+    assert resolve_devices(cfg, pipeline=False) == ("cpu", [], 1)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert plan_threads(cfg, 2) == 1 and plan_threads(cfg, 1) == 2
+    assert plan_threads(cfg.replace(threads=3), 2) == 3
+    with pytest.raises(ConfigError, match="no CUDA device"):
+        resolve_devices(cfg.replace(device="cuda"), pipeline=True)
+
+
+def test_generators_get_their_own_gpus_when_there_are_enough(monkeypatch):
+    from scalerl.rl.trainer import resolve_devices
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    cfg = _cfg(generators=2, device="auto")
+    assert resolve_devices(cfg, pipeline=True) == (
+        "cuda:0", [{"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "2"}], 3)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # not enough: share cuda:0
+    assert resolve_devices(cfg, pipeline=True) == ("cuda:0", [{}, {}], 1)
+    assert resolve_devices(cfg, pipeline=False) == ("cuda:0", [], 1)

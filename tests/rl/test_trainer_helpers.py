@@ -1,0 +1,97 @@
+"""Helpers of the trainer tests (no tests here): a micro base model that solves 1-digit additions
+about half the time, and its prompt set.
+The trainer tests need real rewards with variance inside groups, i.e. a policy that is right
+sometimes. Building the project's tiny SFT base takes minutes, so this builds an 89k-parameter
+Llama (hidden 64, 2 layers) and teaches it `a+b=` -> `<think>a+b+0=s</think>\\boxed{s}` with 120
+full-batch teacher-forcing steps (pass rate ~0.3-0.6 at temperature 1). The result is cached in
+pytest's cache directory (a session tmpdir under `-p no:cacheprovider`), keyed by `VERSION`,
+so only the first session pays for it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from scalerl.utils.io import atomic_path
+
+VERSION = "micro-add1-v1"
+SFT_STEPS = 120
+
+
+def _build(out: Path) -> None:
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from scalerl.models.loading import new_tiny_tokenizer, save_model_dir
+    from scalerl.models.tokenizer import VOCAB_SIZE
+    from scalerl.tasks.synthetic import generate_code, generate_math
+
+    tok = new_tiny_tokenizer()
+    examples = generate_math(100, 3, difficulties=(1,), families=("add",))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        cfg = LlamaConfig(vocab_size=VOCAB_SIZE, hidden_size=64, num_hidden_layers=2,
+                          num_attention_heads=2, num_key_value_heads=2, intermediate_size=128,
+                          max_position_embeddings=128, tie_word_embeddings=True,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+        model = AutoModelForCausalLM.from_config(cfg)
+        pairs = [([1] + tok.encode(e.prompt, add_special_tokens=False),
+                  tok.encode(e.solution, add_special_tokens=False) + [2]) for e in examples]
+        width = max(len(p) + len(t) for p, t in pairs)
+        ids = torch.zeros(len(pairs), width, dtype=torch.long)  # [N, L]
+        mask = torch.zeros(len(pairs), width, dtype=torch.long)  # [N, L]
+        labels = torch.full((len(pairs), width), -100)  # [N, L]
+        for i, (p, t) in enumerate(pairs):
+            ids[i, :len(p) + len(t)] = torch.tensor(p + t)
+            mask[i, :len(p) + len(t)] = 1
+            labels[i, len(p):len(p) + len(t)] = torch.tensor(t)
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(SFT_STEPS):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    save_model_dir(model.eval(), tok, out / "base")
+    rows = []
+    for i, ex in enumerate(examples):
+        rows.append({**ex.to_row(), "split": "train" if i < 80 else "val"})
+    for i, ex in enumerate(generate_code(8, 3, difficulties=(1,))):
+        rows.append({**ex.to_row(), "split": "train" if i < 6 else "val"})
+    frame = pd.DataFrame(rows)[["prompt_id", "task", "source", "split", "prompt", "answer",
+                                "tests", "difficulty"]]
+    frame.to_parquet(out / "prompts.parquet")
+
+
+def cache_dir(request, tmp_path_factory) -> Path:
+    """pytest's cache directory (kept across sessions), or a session tmpdir without it."""
+    cache = getattr(request.config, "cache", None)  # None under `-p no:cacheprovider`
+    if cache is not None:
+        return Path(cache.mkdir("scalerl-rl-trainer"))
+    return tmp_path_factory.getbasetemp() / "scalerl-rl-trainer"
+
+
+def micro_base(cache_root: Path) -> Path:
+    """Directory with `base/` (HF model dir) and `prompts.parquet`, built once and cached."""
+    out = Path(cache_root) / VERSION
+    if not (out / "base" / "model.safetensors").is_file():
+        shutil.rmtree(out, ignore_errors=True)
+        with atomic_path(out, directory=True) as tmp:
+            _build(tmp)
+    return out
+
+
+def run_config_dict(**recipe_overrides) -> dict:
+    """A RunConfig mapping for the micro base: 4 prompts x 4 samples, budgets for 1-digit add."""
+    recipe = {
+        "prompts_per_step": 4, "generations_per_prompt": 4, "think_budget": [12, 16],
+        "answer_budget": 6, "interruption_text": "</think>", "max_lag": 2,
+        "ppo_minibatches": 2, "length_penalty": {"max_len": 23, "cache_len": 8},
+        "optimizer": {"lr": 1e-4, "warmup_steps": 1},
+    }
+    recipe.update(recipe_overrides)
+    return {"run": "t", "seed": 0, "model": "micro", "steps_per_chunk": 2, "save_every": 0,
+            "threads": 1, "recipe": {"preset": "scalerl", "overrides": recipe}}

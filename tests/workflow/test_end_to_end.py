@@ -1,0 +1,173 @@
+"""The whole workflow on a tiny sweep, in a temporary directory, through `python -m snakemake`.
+
+One test, in order (each step needs the previous one's files):
+1. start the run and interrupt it (SIGINT to the process group, like Ctrl-C) once the second
+   training chunk has started; restarting the same command finishes the sweep (the default
+   profile's `rerun-incomplete` redoes the interrupted job);
+2. every eval Parquet passes `read_eval_table` (schema + invariants) and carries the run's
+   config hash; chunk 0 is the base model (step 0, compute 0), compute grows with the chunk;
+   the downstream set is evaluated on the last checkpoint into its own file;
+3. fit.json per task and the report (scaling.parquet / .md / curves.png) exist and agree;
+4. provenance.json holds the resolved config, version, git commit and packages;
+5. `snakemake --report` builds the HTML report;
+6. a second `-n` has nothing to do; deleting one checkpoint reruns exactly what depends on it.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from scalerl.eval.schema import metadata_of, read_eval_table
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = Path(__file__).with_name("tiny.yaml")
+DOWNSTREAM = REPO / "tests" / "fixtures" / "workflow" / "downstream.jsonl"
+RUN = "tiny-s_L48_scalerl_b4x4_s0"
+CHUNKS = 4
+
+
+def _config(workdir):
+    """tiny.yaml plus a downstream set (absolute path: the run happens in `workdir`)."""
+    path = workdir / "tiny.yaml"
+    if not path.exists():
+        cfg = yaml.safe_load(TINY.read_text())
+        cfg["eval"]["downstream"] = {"synth": {"path": str(DOWNSTREAM)}}
+        path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _cmd(workdir, *args):
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+            str(workdir), "--configfile", str(_config(workdir)), "--cores", "2", *args]
+
+
+def _run(workdir, *args, timeout=900):
+    out = subprocess.run(_cmd(workdir, *args), capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return out
+
+
+def _job_counts(stdout):
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats"))
+    counts = {}
+    for line in lines[start + 3:]:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def _pass_rate(run_dir, chunk, task):
+    table = read_eval_table(run_dir / "eval" / f"chunk{chunk}.parquet").to_pandas()
+    return table.loc[table["task"] == task, "correct"].mean()
+
+
+def _interrupt_during_chunk2(workdir):
+    """Start the sweep; SIGINT the whole process group once chunk 2 is being trained."""
+    marker = workdir / "results" / "logs" / "train" / RUN / "chunk2.log"
+    log = open(workdir / "first_attempt.log", "w")
+    proc = subprocess.Popen(_cmd(workdir), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the run ended or stalled before chunk 2: "
+                        f"{(workdir / 'first_attempt.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        code = proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    log.close()
+    return code
+
+
+@pytest.mark.slow
+def test_tiny_sweep_end_to_end(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is needed for the provenance record")
+    code = _interrupt_during_chunk2(tmp_path)
+    assert code != 0, "the interrupted run must not report success"
+    run_dir = tmp_path / "results" / "runs" / RUN
+    assert (run_dir / "chunk1").is_dir() and not (run_dir / "chunk4").exists()
+
+    out = _run(tmp_path)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+    # -- eval files ---------------------------------------------------------------------------
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    steps, flops = [], []
+    for k in range(CHUNKS + 1):
+        table = read_eval_table(run_dir / "eval" / f"chunk{k}.parquet")
+        cols = table.to_pydict()
+        assert set(cols["chunk"]) == {k} and set(cols["run"]) == {RUN}
+        assert set(cols["model"]) == {"tiny-s"} and set(cols["gen_len"]) == {48}
+        assert set(cols["recipe"]) == {"scalerl"} and set(cols["dataset"]) == {"val"}
+        assert sorted(set(cols["task"])) == ["code", "math"]
+        assert table.num_rows == 2 * 4 * 2  # 2 tasks x max_prompts 4 x k = 2
+        assert metadata_of(table)["scalerl.config_hash"] == provenance["config_hash"]
+        steps.append(cols["step"][0])
+        flops.append(cols["compute_flops"][0])
+    assert steps == [0, 2, 4, 6, 8]  # 2 steps per chunk, chunk 0 = the base model
+    assert flops[0] == 0.0 and all(b > a for a, b in zip(flops, flops[1:]))
+
+    downstream = read_eval_table(run_dir / "downstream" / "synth" / f"chunk{CHUNKS}.parquet")
+    cols = downstream.to_pydict()
+    assert set(cols["dataset"]) == {"synth"} and set(cols["chunk"]) == {CHUNKS}
+    assert downstream.num_rows == 5 * 2  # every prompt of the file (3 math + 2 code) x k = 2
+    assert set(cols["step"]) == {steps[-1]}
+
+    # -- fits and report ----------------------------------------------------------------------
+    # Every task group is either fitted (fit.json) or listed with its reason in fits.json.
+    records = json.loads((run_dir / "fit" / "fits.json").read_text())
+    assert len(records) == 2
+    fitted = []
+    for task in ("math", "code"):
+        path = run_dir / "fit" / f"task={task}" / "fit.json"
+        if path.exists():
+            fit = json.loads(path.read_text())
+            assert {"A", "B", "C_mid", "R0", "r2"} <= set(fit)
+            assert fit["meta"]["run"] == RUN and str(fit["meta"]["gen_len"]) == "48"
+            assert fit["R0"] == pytest.approx(_pass_rate(run_dir, 0, task))
+            fitted.append(task)
+    assert fitted, f"no task could be fitted: {records}"
+    report = tmp_path / "results" / "report"
+    table = pd.read_parquet(report / "scaling.parquet")
+    assert sorted(table["task"]) == sorted(fitted)
+    assert {"A", "B", "C_mid", "R0", "model", "gen_len", "recipe"} <= set(table.columns)
+    assert "| tiny-s |" in (report / "scaling.md").read_text()
+    assert (report / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+    # -- provenance ---------------------------------------------------------------------------
+    assert provenance["run"] == RUN and provenance["scalerl_version"]
+    assert provenance["git_commit"] and "torch" in provenance["packages"]
+    assert provenance["resolved_recipe"]["prompts_per_step"] == 4
+    assert provenance["resolved_recipe"]["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
+
+    # -- HTML report --------------------------------------------------------------------------
+    html = _run(tmp_path, "--report", str(tmp_path / "report.html"))
+    assert html.returncode == 0, html.stderr[-3000:]
+    assert (tmp_path / "report.html").stat().st_size > 10_000
+
+    # -- reruns -------------------------------------------------------------------------------
+    again = _run(tmp_path, "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    shutil.rmtree(run_dir / "chunk3")
+    plan = _run(tmp_path, "-n")
+    assert plan.returncode == 0, plan.stderr
+    assert _job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "report": 1, "all": 1,
+                                        "eval_downstream": 1, "total": 8}

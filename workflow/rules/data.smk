@@ -1,0 +1,37 @@
+# Stage 1: the prompt set shared by every run (`scalerl data`): train/val splits of math + code.
+
+
+rule data_config:
+    output:
+        res("data", "data.yaml"),
+    params:
+        cfg=config["data"]["config"],
+    log:
+        res("logs", "data_config.log"),
+    localrule: True
+    run:
+        write_yaml(output[0], params.cfg)
+
+
+rule data:
+    input:
+        cfg=res("data", "data.yaml"),
+    output:
+        prompts=PROMPTS,
+        report=report(
+            res("data", "report.json"),
+            caption="../report/data.rst",
+            category="Data",
+        ),
+    log:
+        res("logs", "data.log"),
+    benchmark:
+        res("benchmarks", "data.tsv")
+    threads: rule_resources("data")["threads"]
+    resources:
+        gpu=rule_resources("data")["gpu"],
+        mem_mb=rule_resources("data")["mem_mb"],
+        runtime=rule_resources("data")["runtime"],
+    shell:
+        "scalerl data --config {input.cfg} --out {output.prompts}"
+        " --report {output.report} > {log} 2>&1"

@@ -1,0 +1,54 @@
+# Stage 4: evaluation of every checkpoint on the held-out split (chunk 0 = the base model, which
+# gives R0), plus optional downstream sets. One Parquet file per checkpoint (scalerl.eval.schema).
+
+
+rule eval:
+    input:
+        cfg=run_dir("{run}", "run.yaml"),
+        prompts=PROMPTS,
+        checkpoint=lambda w: checkpoint_dir(w.run, w.chunk),
+        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
+    output:
+        run_dir("{run}", "eval", "chunk{chunk}.parquet"),
+    log:
+        res("logs", "eval", "{run}", "chunk{chunk}.log"),
+    benchmark:
+        res("benchmarks", "eval", "{run}", "chunk{chunk}.tsv")
+    params:
+        labels=lambda w: eval_label_args(RUNS[w.run]),
+    threads: rule_resources("eval")["threads"]
+    resources:
+        gpu=rule_resources("eval")["gpu"],
+        mem_mb=rule_resources("eval")["mem_mb"],
+        runtime=rule_resources("eval")["runtime"],
+    shell:
+        "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
+        " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
+        " --prompts {input.prompts} {params.labels} --out {output} > {log} 2>&1"
+
+
+rule eval_downstream:
+    input:
+        cfg=run_dir("{run}", "run.yaml"),
+        prompts=lambda w: config["eval"]["downstream"][w.dataset]["path"],
+        checkpoint=lambda w: checkpoint_dir(w.run, w.chunk),
+        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
+    output:
+        run_dir("{run}", "downstream", "{dataset}", "chunk{chunk}.parquet"),
+    log:
+        res("logs", "eval_downstream", "{run}", "{dataset}", "chunk{chunk}.log"),
+    benchmark:
+        res("benchmarks", "eval_downstream", "{run}", "{dataset}", "chunk{chunk}.tsv")
+    params:
+        labels=lambda w: eval_label_args(RUNS[w.run]),
+        max_prompts=lambda w: config["eval"]["downstream"][w.dataset]["max_prompts"],
+    threads: rule_resources("eval")["threads"]
+    resources:
+        gpu=rule_resources("eval")["gpu"],
+        mem_mb=rule_resources("eval")["mem_mb"],
+        runtime=rule_resources("eval")["runtime"],
+    shell:
+        "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
+        " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
+        " --prompts {input.prompts} --split all --dataset {wildcards.dataset}"
+        " --max-prompts {params.max_prompts} {params.labels} --out {output} > {log} 2>&1"

@@ -1,0 +1,71 @@
+# Stage 5: one sigmoid fit per run over its eval files (grouped by task), then the sweep report.
+
+
+rule fit:
+    input:
+        evals=lambda w: eval_files(w.run),
+    output:
+        fit=report(
+            directory(run_dir("{run}", "fit")),
+            patterns=["{group}/curve.png"],
+            caption="../report/fit.rst",
+            category="Fits per run",
+            subcategory="{run}",
+            labels={"run": "{run}", "group": "{group}"},
+        ),
+    log:
+        res("logs", "fit", "{run}.log"),
+    benchmark:
+        res("benchmarks", "fit", "{run}.tsv")
+    params:
+        meta=lambda w: fit_meta_args(RUNS[w.run]),
+        group_by=config["fit"]["group_by"],
+        compute=f"compute_{config['fit']['compute']}",
+        extra=" ".join(shlex.quote(a) for a in config["fit"]["extra_args"]),
+    threads: rule_resources("fit")["threads"]
+    resources:
+        gpu=rule_resources("fit")["gpu"],
+        mem_mb=rule_resources("fit")["mem_mb"],
+        runtime=rule_resources("fit")["runtime"],
+    # `scalerl fit` exits 2 when a group cannot be fitted (too few points, ...) after writing
+    # fits.json with the reason; that is a result of the run, not a workflow failure, so the
+    # job succeeds whenever fits.json exists (the report lists the fits that exist).
+    shell:
+        "scalerl fit {input.evals} --group-by {params.group_by} --compute-col {params.compute}"
+        " {params.meta} {params.extra} --out {output.fit} > {log} 2>&1"
+        " || test -f {output.fit}/fits.json"
+
+
+rule report:
+    input:
+        fits=expand(run_dir("{run}", "fit"), run=sorted(RUNS)),
+    output:
+        table=report(
+            res("report", "scaling.parquet"),
+            caption="../report/scaling.rst",
+            category="Scaling report",
+        ),
+        markdown=report(
+            res("report", "scaling.md"),
+            caption="../report/scaling_md.rst",
+            category="Scaling report",
+        ),
+        curves=report(
+            res("report", "curves.png"),
+            caption="../report/curves.rst",
+            category="Scaling report",
+        ),
+    params:
+        out=lambda w, output: os.path.dirname(output.table),
+        by="model,gen_len,recipe,batch,mix,task",
+    log:
+        res("logs", "report.log"),
+    benchmark:
+        res("benchmarks", "report.tsv")
+    threads: rule_resources("report")["threads"]
+    resources:
+        gpu=rule_resources("report")["gpu"],
+        mem_mb=rule_resources("report")["mem_mb"],
+        runtime=rule_resources("report")["runtime"],
+    shell:
+        "scalerl report {input.fits} --by {params.by} --out {params.out} > {log} 2>&1"
