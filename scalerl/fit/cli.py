@@ -133,6 +133,11 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
         raise ConfigError(f"fit options: {err}") from None
 
 
+def _num(value: float | None, spec: str) -> str:
+    """A number for a progress line; fits that failed part-way carry None."""
+    return "n/a" if value is None else format(value, spec)
+
+
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     meta_extra = parse_meta(args.meta)
@@ -168,8 +173,9 @@ def run(args: argparse.Namespace) -> int:
         ex = record["extrapolation"] or {}
         ex_text = f", extrap. max err {ex['max_abs_error']:.3f}" \
             if ex.get("max_abs_error") is not None else ""
-        progress(f"[{i}/{len(groups)}] {slug}: A={record['A']:.3f} B={record['B']:.2f} "
-                 f"C_mid={record['C_mid']:.4g} R2={record['r2']:.3f}{ex_text} "
+        progress(f"[{i}/{len(groups)}] {slug}: A={_num(record['A'], '.3f')} "
+                 f"B={_num(record['B'], '.2f')} C_mid={_num(record['C_mid'], '.4g')} "
+                 f"R2={_num(record['r2'], '.3f')}{ex_text} "
                  f"({record['n_points']} pts, {time.perf_counter() - t0:.1f}s) {state}")
         for w in record["warnings"]:
             progress(f"    warning: {w}")

@@ -154,3 +154,14 @@ def test_config_file_and_flag_override(point_csv, tmp_path, capsys):
     cfg.write_text("a_stepp: 0.01\n")
     assert main(["fit", str(point_csv), "--out", str(out), "--config", str(cfg)]) == 2
     assert "valid keys" in capsys.readouterr().err
+
+
+def test_all_zero_curve_without_r2_is_flagged_not_a_crash(tmp_path, capsys):
+    # A tiny model that never solves a task: every pass rate 0, so R² is undefined (None).
+    path = tmp_path / "zero.csv"
+    pd.DataFrame({"compute": [0.0, 1e9, 2e9, 3e9, 4e9], "pass_rate": [0.0] * 5}).to_csv(
+        path, index=False)
+    assert main(["fit", str(path), "--out", str(tmp_path / "out")]) == 0
+    record = json.loads((tmp_path / "out" / "fit.json").read_text())
+    assert record["converged"] is False and record["r2"] is None
+    assert "R2=n/a" in capsys.readouterr().err
