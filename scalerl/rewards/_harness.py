@@ -113,6 +113,8 @@ def _confine(cfg):
             for path in cfg["expose"]:
                 _expose(path)
             for path in cfg["hide"]:  # e.g. the caller's project dir (prompts with hidden tests)
+                if not os.path.isdir(path):  # e.g. under /tmp: already gone with the private tmp
+                    continue
                 _libc_call("mount", b"tmpfs", path.encode(), b"tmpfs",
                            MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=0755")
         except OSError as err:

@@ -79,8 +79,11 @@ def test_fork_bomb_is_capped_and_fully_cleaned_up():
     runner.join()
     ok, detail = result[0]
     assert not ok, detail
-    assert 1 < peak <= LIMITS.nproc
-    assert time.monotonic() - t0 < LIMITS.wall_s + 2.0
+    # peak is sampled every 50 ms, so on a loaded machine it may miss the bomb's children
+    # (no lower bound); it can never see more than the cap.
+    assert peak <= LIMITS.nproc
+    # ended by the wall-clock limit (slack for a loaded 2-core CI machine)
+    assert time.monotonic() - t0 < LIMITS.wall_s + 15.0
     assert sandbox_processes() == []
 
 
@@ -112,11 +115,20 @@ def test_gigantic_output_is_cut_by_the_file_size_limit():
     assert not ok
 
 
+def _visible_base() -> str:
+    """A host directory outside /tmp, /var/tmp and /dev/shm (private tmpfs in the sandbox):
+    the checkout itself may live under /tmp (a CI clone), so it cannot host these probes."""
+    for base in ("/srv", "/opt", "/var/lib"):
+        if os.path.isdir(base) and os.access(base, os.W_OK):
+            return base
+    pytest.skip("no writable host directory outside the private tmp mounts")
+
+
 @pytest.fixture
 def visible_dir(tmp_path, monkeypatch):
     """A root-owned directory the sandbox can see: outside /tmp (private in the sandbox) and
     outside the caller's working directory (hidden), so we move the cwd to tmp_path."""
-    path = tempfile.mkdtemp(prefix=".sbx-victim-", dir=os.path.dirname(os.path.abspath(__file__)))
+    path = tempfile.mkdtemp(prefix=".sbx-victim-", dir=_visible_base())
     os.chmod(path, 0o755)
     monkeypatch.chdir(tmp_path)
     yield path
@@ -238,8 +250,7 @@ def test_score_grades_attacks_incorrect_through_the_public_api():
 @needs_root
 def test_callers_working_directory_is_hidden(monkeypatch):
     # stands in for the project directory, whose results/prompts.parquet holds hidden tests
-    project = tempfile.mkdtemp(prefix=".sbx-project-",
-                               dir=os.path.dirname(os.path.abspath(__file__)))
+    project = tempfile.mkdtemp(prefix=".sbx-project-", dir=_visible_base())
     os.makedirs(os.path.join(project, "results"))
     with open(os.path.join(project, "results", "prompts.parquet"), "w") as f:
         f.write("hidden tests")
