@@ -71,6 +71,23 @@ class Completion:
         return min(self.versions) if self.versions else -1
 
 
+def finished_completion(request: Request, token_ids: list[int], logprobs: list[float],
+                        loss_mask: list[bool], versions: list[int], tokenizer,
+                        stopped: bool, interrupted: bool) -> Completion:
+    """The Completion both engines return: decoded text, finish reason and truncation flag."""
+    return Completion(
+        request=request,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        loss_mask=loss_mask,
+        versions=versions,
+        text=tokenizer.decode(token_ids, skip_special_tokens=True),
+        finish_reason="stop" if stopped else "length",
+        truncated=not stopped,
+        interrupted=interrupted,
+    )
+
+
 class Engine(abc.ABC):
     """A text generator with in-place weight updates. See the module docstring."""
 

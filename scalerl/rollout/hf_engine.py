@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from scalerl.models.logprobs import lm_head_logits, model_body, positions_from_mask
-from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.base import Completion, Engine, Request, finished_completion
 from scalerl.rollout.config import (
     THINK_END_TEXT,
     EngineConfig,
@@ -261,18 +261,9 @@ class HFEngine(Engine):
         return [self._completion(row) for row in done]
 
     def _completion(self, row: _Row) -> Completion:
-        stopped = row.finish == "stop"
-        return Completion(
-            request=row.request,
-            token_ids=row.token_ids,
-            logprobs=row.logprobs,
-            loss_mask=row.loss_mask,
-            versions=row.versions,
-            text=self.tokenizer.decode(row.token_ids, skip_special_tokens=True),
-            finish_reason="stop" if stopped else "length",
-            truncated=not stopped,
-            interrupted=row.interrupted,
-        )
+        return finished_completion(row.request, row.token_ids, row.logprobs, row.loss_mask,
+                                   row.versions, self.tokenizer, row.finish == "stop",
+                                   row.interrupted)
 
 
 def _layers(cache) -> list:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.base import Completion, Engine, Request, finished_completion
 from scalerl.rollout.config import (
     THINK_END_TEXT,
     EngineConfig,
@@ -211,14 +211,6 @@ class VLLMEngine(Engine):
         self._add(sample, list(req.prompt_ids) + sample.token_ids, budget)
 
     def _finish(self, sample: _Sample, stopped: bool) -> None:
-        self._finished.append(Completion(
-            request=sample.request,
-            token_ids=sample.token_ids,
-            logprobs=sample.logprobs,
-            loss_mask=sample.loss_mask,
-            versions=sample.versions,
-            text=self.tokenizer.decode(sample.token_ids, skip_special_tokens=True),
-            finish_reason="stop" if stopped else "length",
-            truncated=not stopped,
-            interrupted=sample.interrupted,
-        ))
+        self._finished.append(finished_completion(
+            sample.request, sample.token_ids, sample.logprobs, sample.loss_mask,
+            sample.versions, self.tokenizer, stopped, sample.interrupted))
