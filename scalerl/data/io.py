@@ -18,7 +18,8 @@ import pandas as pd
 
 from scalerl.utils.io import atomic_path
 
-__all__ = ["PROMPT_COLUMNS", "PROMPTS_SCHEMA", "write_prompts", "read_prompts", "prompts_metadata"]
+__all__ = ["PROMPT_COLUMNS", "PROMPTS_SCHEMA", "write_prompts", "read_prompts", "prompt_rows",
+           "prompts_metadata"]
 
 PROMPT_COLUMNS = ("prompt_id", "task", "source", "split", "prompt", "answer", "tests",
                   "difficulty", "solution")
@@ -77,6 +78,31 @@ def read_prompts(path: str | Path, split: str | None = None,
             raise ValueError(f"task must be 'math' or 'code', got {task!r}")
         frame = frame[frame["task"] == task]
     return frame.reset_index(drop=True)
+
+
+def prompt_rows(frame: pd.DataFrame, path: str | Path, split: str,
+                need: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of `frame` (read from `path`) with `split == split` ("all": every row) as
+    dicts with NaN turned into None, after checking the columns in `need`, that some row is
+    left, that prompt_ids are unique and that tasks are math or code; errors name the file."""
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; a prompts file needs "
+                         f"{list(need)} (plus answer for math, tests for code)")
+    if split != "all":
+        if "split" not in frame.columns:
+            raise ValueError(f"{path}: no 'split' column; use split 'all' for this file")
+        frame = frame[frame["split"] == split]
+    if frame.empty:
+        raise ValueError(f"{path}: no prompts with split {split!r}")
+    if frame["prompt_id"].duplicated().any():
+        dup = frame.loc[frame["prompt_id"].duplicated(), "prompt_id"].iloc[0]
+        raise ValueError(f"{path}: duplicate prompt_id {dup!r} in split {split!r}")
+    bad = sorted(set(frame["task"]) - {"math", "code"})
+    if bad:
+        raise ValueError(f"{path}: task values {bad} are not math or code")
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]
 
 
 def prompts_metadata(path: str | Path) -> dict[str, Any]:

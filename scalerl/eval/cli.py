@@ -50,7 +50,8 @@ def _parse_labels(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalerl.eval.runner import load_model_config, run_eval
+    from scalerl.eval.runner import run_eval
+    from scalerl.models.loading import load_model_config
     from scalerl.rl.run_config import load_run_config
 
     if args.chunk < 0:

@@ -42,7 +42,6 @@ __all__ = [
     "build_requests",
     "evaluate_rows",
     "load_eval_prompts",
-    "load_model_config",
     "run_eval",
     "select_prompts",
 ]
@@ -101,26 +100,9 @@ def load_eval_prompts(path: str | Path, split: str) -> list[dict[str, Any]]:
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"{path}: prompts must be .parquet or .jsonl, got {path.suffix!r}")
-    need = ("prompt_id", "task", "prompt")
-    missing = [c for c in need if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; a prompts file needs "
-                         "prompt_id, task, prompt and answer (math) or tests (code)")
-    if split != "all":
-        if "split" not in frame.columns:
-            raise ValueError(f"{path}: no 'split' column; use --split all for this file")
-        frame = frame[frame["split"] == split]
-    if frame.empty:
-        raise ValueError(f"{path}: no prompts with split {split!r}")
-    if frame["prompt_id"].duplicated().any():
-        dup = frame.loc[frame["prompt_id"].duplicated(), "prompt_id"].iloc[0]
-        raise ValueError(f"{path}: duplicate prompt_id {dup!r}")
-    bad = sorted(set(frame["task"]) - {"math", "code"})
-    if bad:
-        raise ValueError(f"{path}: task values {bad} are not math or code")
-    rows = frame.to_dict(orient="records")
-    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
-            for r in rows]
+    from scalerl.data.io import prompt_rows
+
+    return prompt_rows(frame, path, split, ("prompt_id", "task", "prompt"))
 
 
 def select_prompts(rows: Sequence[Mapping[str, Any]], tasks: Sequence[str],
@@ -282,6 +264,8 @@ def run_eval(
     rows = select_prompts(load_eval_prompts(prompts, split), list(run_cfg.task_weights.as_dict()),
                           settings.max_prompts)
     if model_cfg is None:
+        from scalerl.models.loading import load_model_config
+
         model_cfg = load_model_config(None, checkpoint)
     # As in training: the checkpoint directory itself, the recipe's FP32-head switch.
     model_cfg = model_cfg.replace(name=str(checkpoint.resolve()),
@@ -325,21 +309,3 @@ def run_eval(
     progress(f"eval {meta_labels['run']} chunk {chunk}: wrote {table.num_rows} rows to {out}; "
              + ", ".join(f"{k} {v:.3f}" for k, v in rates.items()))
     return rates
-
-
-def load_model_config(path: str | Path | None, checkpoint: str | Path) -> Any:
-    """The run's ModelConfig: from `path` (a MODEL.yaml of `scalerl base`, or a bare
-    ModelConfig mapping), else from the `base_info.json` a base directory carries, else
-    defaults (dtype float32, prompt format auto)."""
-    from scalerl.config import load_mapping
-    from scalerl.models.config import ModelConfig
-
-    if path is not None:
-        data = load_mapping(path)
-        return ModelConfig.from_dict(data.get("model", {}) if "model" in data else data)
-    info = Path(checkpoint) / "base_info.json"
-    if info.is_file():
-        model = json.loads(info.read_text()).get("config", {}).get("model")
-        if model:
-            return ModelConfig.from_dict(model)
-    return ModelConfig(name=str(checkpoint))

@@ -8,6 +8,8 @@
   `cfg.allow_download`).
 - `load_model(path, cfg, device)` / `load_tokenizer(path)`.
 - `format_prompt(tokenizer, prompt_text, cfg) -> list[int]`: raw (bos + text) or chat template.
+- `load_model_config(path, checkpoint)`: the ModelConfig a stage uses for a checkpoint (the
+  model's MODEL.yaml, else the base directory's base_info.json, else defaults).
 
 Deliberately left out: sharded/FSDP loading (single-process training) and adapters.
 """
@@ -163,3 +165,22 @@ def format_prompt(tokenizer, prompt_text: str, cfg: ModelConfig) -> list[int]:
     if tokenizer.bos_token_id is not None:
         ids = [tokenizer.bos_token_id] + ids
     return [int(i) for i in ids]
+
+
+def load_model_config(path: str | Path | None, checkpoint: str | Path) -> ModelConfig:
+    """The run's ModelConfig: from `path` (a MODEL.yaml of `scalerl base`, or a bare
+    ModelConfig mapping), else from the `base_info.json` a base directory carries, else
+    defaults (dtype float32, prompt format auto)."""
+    import json
+
+    from scalerl.config import load_mapping
+
+    if path is not None:
+        data = load_mapping(path)
+        return ModelConfig.from_dict(data.get("model", {}) if "model" in data else data)
+    info = Path(checkpoint) / "base_info.json"
+    if info.is_file():
+        model = json.loads(info.read_text()).get("config", {}).get("model")
+        if model:
+            return ModelConfig.from_dict(model)
+    return ModelConfig(name=str(checkpoint))

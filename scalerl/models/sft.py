@@ -15,10 +15,21 @@ the warm start *measures* instead of guessing a step count:
         evaluate twice as often from there (up to `refinements` times)
     budget exhausted -> keep the evaluated checkpoint closest to the band (`in_band: false`)
 
-Batches are all-math or all-code (chosen by `math_fraction`), which keeps padding low; targets
-are `solution + eos`; prompts are raw (bos + prompt text). The kept model is then measured on
-`final_eval_prompts` fresh val prompts (the confirmation measurement when there was one); that
-figure goes into base_info.json.
+`band_scope: per_task` (the default) applies the band to every task's pass rate: the tasks
+learn at very different speeds (code rules are picked up in a few hundred steps, column
+arithmetic much later), and a mixed rate inside the band can hide a task at 0 % that RL then
+cannot learn. After each measurement the batch mix shifts toward the tasks still below the
+band: a task below it is drawn with its configured share, one inside it with `in_band_weight`
+times that share (so it is not forgotten), one above it not at all; an overshoot (rewind) is
+only declared when no task is below the band any more. `band_scope: overall` uses the mixed
+rate and the configured shares throughout.
+
+Batches are all-math or all-code (chosen by the current task weights), which keeps padding
+low; targets are `solution + eos`; prompts are raw (bos + prompt text). Val prompts are drawn
+first and removed from the training examples (small difficulty-1 spaces would otherwise be
+covered by the training set). The kept model is then measured on `final_eval_prompts` fresh
+val prompts (the confirmation measurement when there was one); that figure goes into
+base_info.json.
 
 Deliberately left out: learning-rate decay, gradient accumulation and packing (a few hundred
 small steps are enough at this scale).
@@ -51,13 +62,19 @@ class SFTConfig(Config):
     weight_decay: float = field_(0.0, "AdamW weight decay", ge=0)
     grad_clip: float = field_(1.0, "max global gradient norm (0: off)", ge=0)
     math_fraction: float = field_(0.5, "share of math batches (the rest are code)", ge=0, le=1)
+    band_scope: str = field_("per_task", "'per_task': every task's pass rate must reach the "
+                             "band, batches shift toward the tasks below it; 'overall': the "
+                             "mixed pass rate", choices=("per_task", "overall"))
+    in_band_weight: float = field_(0.25, "per_task: batch weight of a task already inside the "
+                                         "band, relative to its share", ge=0, le=1)
     math_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic math difficulties")
     code_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic code difficulties")
     n_train: int = field_(20000, "training examples generated per task (cycled)", ge=1)
     data_seed: int = field_(7919, "seed of the SFT/val examples (keep it apart from the RL "
                                   "prompt set's seed)", ge=0)
     eval_every: int = field_(50, "steps between pass-rate measurements", ge=1)
-    eval_prompts: int = field_(64, "val prompts per measurement (one sample each)", ge=1)
+    eval_prompts: int = field_(64, "val prompts per measurement (one sample each; per_task: "
+                                   "split evenly between the tasks)", ge=1)
     band_lo: float = field_(0.10, "lowest acceptable base pass rate", ge=0, le=1)
     band_hi: float = field_(0.40, "highest acceptable base pass rate", ge=0, le=1)
     refinements: int = field_(3, "times an overshoot restarts from the last checkpoint below "
@@ -162,17 +179,27 @@ def _mix(val: dict[str, list], n: int) -> list:
     return out
 
 
+Rates = float | dict[str, float]
+
+
+def _as_rates(rates: Rates) -> dict[str, float]:
+    return dict(rates) if isinstance(rates, dict) else {"all": float(rates)}
+
+
 @dataclasses.dataclass
 class BandSearch:
     """The checkpoint-selection rule of the warm start, as a pure state machine.
 
-    `observe(step, pass_rate)` after each measurement returns one of
-    - "keep":   the rate is inside [lo, hi]: keep this checkpoint and stop;
-    - "below":  under the band: remember this checkpoint as the rewind point, continue;
-    - "rewind": over the band with a rewind point and refinements left: go back to
-                `rewind_step`, measure every `eval_every` steps (halved), continue;
+    `observe(step, rates)` after each measurement (one rate, or one per task: then every task
+    must be inside the band) returns one of
+    - "keep":   every rate is inside [lo, hi]: keep this checkpoint and stop;
+    - "below":  some rate is under the band: continue (the checkpoint becomes the rewind
+                point when no rate is above the band);
+    - "rewind": no rate under the band, some over it, with a rewind point and refinements
+                left: go back to `rewind_step`, measure every `eval_every` steps (halved);
     - "stop":   over the band and no way back: keep the best checkpoint seen.
-    `is_best` says whether the last observation is the closest to the band so far.
+    `is_best` says whether the last observation is the closest to the band so far (distance:
+    the largest distance of any rate).
     """
 
     lo: float
@@ -183,17 +210,19 @@ class BandSearch:
     best_distance: float = math.inf
     is_best: bool = False
 
-    def distance(self, rate: float) -> float:
-        return max(self.lo - rate, rate - self.hi, 0.0)
+    def distance(self, rates: Rates) -> float:
+        return max(max(self.lo - r, r - self.hi, 0.0) for r in _as_rates(rates).values())
 
-    def observe(self, step: int, rate: float) -> str:
-        d = self.distance(rate)
+    def observe(self, step: int, rates: Rates) -> str:
+        values = _as_rates(rates).values()
+        d = self.distance(rates)
         self.is_best = d < self.best_distance
         self.best_distance = min(self.best_distance, d)
         if d == 0.0:
             return "keep"
-        if rate < self.lo:
-            self.rewind_step = step
+        if any(r < self.lo for r in values):
+            if all(r <= self.hi for r in values):
+                self.rewind_step = step
             return "below"
         if self.refinements > 0 and self.rewind_step is not None and self.eval_every > 1:
             self.refinements -= 1
@@ -202,23 +231,58 @@ class BandSearch:
         return "stop"
 
 
+def task_weights(rates: dict[str, float], shares: dict[str, float], lo: float, hi: float,
+                 in_band_weight: float) -> dict[str, float]:
+    """Batch weights after a per-task measurement: below the band -> share, inside ->
+    share * in_band_weight, above -> 0. Falls back to the shares if that leaves nothing."""
+    weights = {t: share * (1.0 if rates.get(t, 0.0) < lo else
+                           in_band_weight if rates.get(t, 0.0) <= hi else 0.0)
+               for t, share in shares.items()}
+    return weights if sum(weights.values()) > 0 else dict(shares)
+
+
+def _split_val(cfg: SFTConfig, tokenizer) -> tuple[dict, dict, dict]:
+    """(train, val_select, val_final): val prompts drawn first, then removed from train."""
+    n_val = cfg.eval_prompts + cfg.final_eval_prompts
+    val_all = sft_data(cfg, tokenizer, n_val, 1)
+    val_all = {t: list({ex.prompt: (ex, p, tg) for ex, p, tg in items}.values())
+               for t, items in val_all.items()}  # unique prompts
+    train = sft_data(cfg, tokenizer, cfg.n_train, 0)
+    for task, items in train.items():
+        held = {ex.prompt for ex, _, _ in val_all[task]}
+        train[task] = [x for x in items if x[0].prompt not in held]
+        if not train[task]:
+            raise ConfigError(
+                f"sft: every {task} training example is also a val prompt (the difficulties "
+                f"{cfg.math_difficulties if task == 'math' else cfg.code_difficulties} have too "
+                f"few distinct prompts); add harder difficulties or lower eval_prompts/"
+                f"final_eval_prompts")
+    per_task = cfg.band_scope == "per_task"
+    fraction = 0.5 if per_task else cfg.math_fraction
+    val_select = _by_fraction({t: v[: cfg.eval_prompts] for t, v in val_all.items()},
+                              fraction, cfg.eval_prompts)
+    val_final = _by_fraction({t: v[cfg.eval_prompts:] for t, v in val_all.items()},
+                             fraction, cfg.final_eval_prompts)
+    for name, val in (("val", val_select), ("final val", val_final)):
+        for task, items in val.items():
+            if not items:
+                raise ConfigError(f"sft: no {name} prompts left for {task} (too few distinct "
+                                  f"prompts at difficulties of that task); add harder "
+                                  f"difficulties or lower eval_prompts/final_eval_prompts")
+    return train, val_select, val_final
+
+
 def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) -> SFTResult:
     """Run the band-selected warm start (see module docstring); returns the kept model."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     start = time.time()
-    train = sft_data(cfg, tokenizer, cfg.n_train, 0)
-    n_val = max(cfg.eval_prompts, cfg.final_eval_prompts)
-    val_all = sft_data(cfg, tokenizer, n_val + cfg.final_eval_prompts, 1)
-    seen = {ex.prompt for items in train.values() for ex, _, _ in items}
-    val_all = {t: [x for x in items if x[0].prompt not in seen] for t, items in val_all.items()}
-    val_select = {t: items[: cfg.eval_prompts] for t, items in val_all.items()}
-    val_final = {t: items[cfg.eval_prompts:] for t, items in val_all.items()}
-    # Mix the val sets by the configured fraction (math_fraction of the prompts are math).
-    val_select = _by_fraction(val_select, cfg.math_fraction, cfg.eval_prompts)
-    val_final = _by_fraction(val_final, cfg.math_fraction, cfg.final_eval_prompts)
+    train, val_select, val_final = _split_val(cfg, tokenizer)
     max_new = cfg.max_new_tokens or 16 + max(
         len(t) for items in train.values() for _, _, t in items)
+    per_task = cfg.band_scope == "per_task"
+    shares = {t: cfg.math_fraction if t == "math" else 1 - cfg.math_fraction for t in train}
+    weights = dict(shares)
 
     torch.manual_seed(cfg.data_seed)
     rng = random.Random(cfg.data_seed)
@@ -230,26 +294,19 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
     pad = tokenizer.pad_token_id
     search = BandSearch(cfg.band_lo, cfg.band_hi, cfg.eval_every, cfg.refinements)
     history: list[dict] = []
-    below = None  # snapshot at search.rewind_step: (model state, optimizer state, lr state)
-    best = None  # (step, pass rate, model state, loss) closest to the band so far
+    below = None  # snapshot at search.rewind_step: (model, optimizer, lr state, weights)
+    best = None  # (step, rates, model state, loss, final) closest to the band so far
     losses: list[float] = []
     train_tokens, step = 0, 0
 
-    def measure() -> float:
-        rate, _ = measure_pass_rate(model, tokenizer, val_select, cfg.eval_prompts,
-                                    max_new_tokens=max_new, temperature=cfg.temperature,
-                                    seed=cfg.data_seed + step, fp32_lm_head=fp32_lm_head)
-        return rate
-
-    def measure_final() -> tuple[float, dict[str, float]]:
-        return measure_pass_rate(model, tokenizer, val_final, cfg.final_eval_prompts,
-                                 max_new_tokens=max_new, temperature=cfg.temperature,
-                                 seed=cfg.data_seed + 1, fp32_lm_head=fp32_lm_head)
+    def measure(val: dict, n: int, seed: int) -> tuple[float, dict[str, float]]:
+        return measure_pass_rate(model, tokenizer, val, n, max_new_tokens=max_new,
+                                 temperature=cfg.temperature, seed=seed,
+                                 fp32_lm_head=fp32_lm_head)
 
     while step < cfg.max_steps:
-        task = "math" if rng.random() < cfg.math_fraction else "code"
-        if task not in train:
-            task = next(iter(train))
+        tasks = sorted(t for t in weights if weights[t] > 0)
+        task = rng.choices(tasks, [weights[t] for t in tasks])[0]
         items = [train[task][(cursor[task] + i) % len(train[task])] for i in range(cfg.batch_size)]
         cursor[task] += cfg.batch_size
         ids, attn, target = _batch(items, pad)  # [B, T] each
@@ -268,41 +325,50 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
             raise FloatingPointError(f"SFT loss became {losses[-1]} at step {step}; lower lr")
         if step % search.eval_every and step != cfg.max_steps:
             continue
-        rate = measure()
+        rate, by_task = measure(val_select, cfg.eval_prompts, cfg.data_seed + step)
         mean_loss = sum(losses[-search.eval_every:]) / len(losses[-search.eval_every:])
-        entry = {"step": step, "pass_rate": rate, "loss": mean_loss}
+        entry = {"step": step, "pass_rate": rate, "pass_rate_by_task": by_task,
+                 "loss": mean_loss}
         final = None
-        if search.distance(rate) == 0.0:  # candidate: confirm on the larger fresh val set
-            final = measure_final()
-            entry["confirmed_pass_rate"] = rate = final[0]
+        rates: Rates = by_task if per_task else rate
+        if search.distance(rates) == 0.0:  # candidate: confirm on the larger fresh val set
+            final = measure(val_final, cfg.final_eval_prompts, cfg.data_seed + 1)
+            entry["confirmed_pass_rate"], entry["confirmed_by_task"] = final
+            rates = final[1] if per_task else final[0]
         history.append(entry)
-        progress(f"sft step {step}: loss {mean_loss:.3f}, val pass rate {entry['pass_rate']:.3f}"
-                 + (f", confirmed {rate:.3f}" if final else "")
-                 + f" (band {cfg.band_lo:.2f}-{cfg.band_hi:.2f}), {time.time() - start:.0f}s")
-        action = search.observe(step, rate)
+        shown = ", ".join(f"{t} {r:.2f}" for t, r in sorted(_as_rates(rates).items()))
+        progress(f"sft step {step}: loss {mean_loss:.3f}, val pass rate {rate:.3f} ({shown}"
+                 f"{', confirmed' if final else ''}; band {cfg.band_lo:.2f}-{cfg.band_hi:.2f}"
+                 f"{' per task' if per_task else ''}), {time.time() - start:.0f}s")
+        action = search.observe(step, rates)
         if search.is_best:
-            best = (step, rate, copy.deepcopy(model.state_dict()), mean_loss, final)
+            best = (step, rates, copy.deepcopy(model.state_dict()), mean_loss, final)
         if action in ("keep", "stop"):
             break
-        if action == "below":
+        if per_task:
+            weights = task_weights(by_task, shares, cfg.band_lo, cfg.band_hi, cfg.in_band_weight)
+        if action == "below" and search.rewind_step == step:
             below = (copy.deepcopy(model.state_dict()), copy.deepcopy(opt.state_dict()),
-                     copy.deepcopy(sched.state_dict()))
+                     copy.deepcopy(sched.state_dict()), dict(weights))
         elif action == "rewind":
             step = search.rewind_step
             model.load_state_dict(below[0])
             opt.load_state_dict(below[1])
             sched.load_state_dict(below[2])
+            weights = dict(below[3])
             progress(f"sft: overshot the band; back to step {step}, "
                      f"measuring every {search.eval_every}")
-    kept_step, kept_rate, state, kept_loss, final = best
+    kept_step, _, state, kept_loss, final = best
     model.load_state_dict(state)
     model.eval()
-    rate, by_task = final if final is not None else measure_final()
+    rate, by_task = final if final is not None else measure(
+        val_final, cfg.final_eval_prompts, cfg.data_seed + 1)
     progress(f"sft: kept step {kept_step}; pass rate {rate:.3f} on {cfg.final_eval_prompts} "
              f"fresh val prompts {by_task}")
     return SFTResult(
         model=model, steps=kept_step, final_loss=kept_loss, pass_rate=rate,
-        pass_rate_by_task=by_task, in_band=search.distance(rate) == 0.0,
+        pass_rate_by_task=by_task,
+        in_band=search.distance(by_task if per_task else rate) == 0.0,
         history=history, seconds=time.time() - start, train_tokens=train_tokens)
 
 

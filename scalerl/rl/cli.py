@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", default=None,
                         help="prompts.parquet (train split used); default: the config's `prompts`")
     parser.add_argument("--out", required=True, help="output checkpoint directory of chunk K")
+    parser.add_argument("--model-config", default=None,
+                        help="the model's MODEL.yaml of `scalerl base` (dtype, prompt format); "
+                             "default: the base directory's base_info.json, else defaults")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a RunConfig field, dotted for nested ones, value parsed "
                              "as YAML (e.g. --set steps_per_chunk=5 --set "
@@ -58,6 +61,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from scalerl.models.loading import load_model_config
     from scalerl.rl.curriculum import AllPromptsRetired
     from scalerl.rl.run_config import load_run_config
     from scalerl.rl.trainer import NonFiniteError, train_chunk
@@ -73,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
     if prompts is None:
         raise ValueError("--prompts is required (the config has no `prompts`)")
     try:
-        train_chunk(cfg, chunk=args.chunk, init=init, prompts=prompts, out=args.out)
+        model_cfg = load_model_config(args.model_config, init) if args.model_config else None
+        train_chunk(cfg, chunk=args.chunk, init=init, prompts=prompts, out=args.out,
+                    model_cfg=model_cfg)
     except NonFiniteError as err:
         print(f"scalerl train: training diverged: {err}", file=sys.stderr)
         return 3

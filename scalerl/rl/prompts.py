@@ -26,12 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from scalerl.data.io import PROMPT_COLUMNS as _FILE_COLUMNS
+from scalerl.data.io import prompt_rows
 from scalerl.rl.curriculum import AllPromptsRetired, NoPositiveResampling
 
 __all__ = ["PROMPT_COLUMNS", "PromptSource", "load_prompt_table"]
 
-PROMPT_COLUMNS = ("prompt_id", "task", "source", "split", "prompt", "answer", "tests",
-                  "difficulty")
+PROMPT_COLUMNS = _FILE_COLUMNS[:8]  # every column but the optional `solution`
 _TASK_SEED_OFFSET = {"math": 0, "code": 1}
 
 
@@ -42,22 +43,7 @@ def load_prompt_table(path: str | Path, split: str = "train") -> list[dict[str, 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file {path} does not exist (make it with `scalerl data`)")
-    frame = pd.read_parquet(path)
-    missing = [c for c in PROMPT_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; expected {list(PROMPT_COLUMNS)}")
-    frame = frame[frame["split"] == split]
-    if frame.empty:
-        raise ValueError(f"{path}: no rows with split == {split!r}")
-    if frame["prompt_id"].duplicated().any():
-        dup = frame.loc[frame["prompt_id"].duplicated(), "prompt_id"].iloc[0]
-        raise ValueError(f"{path}: duplicate prompt_id {dup!r} in split {split!r}")
-    return [{k: (None if _is_nan(v) else v) for k, v in row.items()}
-            for row in frame.to_dict(orient="records")]
-
-
-def _is_nan(v: Any) -> bool:
-    return isinstance(v, float) and v != v
+    return prompt_rows(pd.read_parquet(path), path, split, PROMPT_COLUMNS)
 
 
 class PromptSource:

@@ -197,12 +197,20 @@ class _Chunk:
 
 
 def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
-                out: str | Path) -> ChunkResult:
-    """Run one chunk (see the module docstring); returns the steps rows written to OUT."""
+                out: str | Path, model_cfg: Any = None) -> ChunkResult:
+    """Run one chunk (see the module docstring); returns the steps rows written to OUT.
+
+    `model_cfg` (a ModelConfig: dtype, prompt format) defaults to the one the init directory's
+    base_info.json records, else ModelConfig defaults; the FP32 head switch always comes from
+    the recipe."""
     from transformers.utils import logging as hf_logging
 
-    from scalerl.models.config import ModelConfig
-    from scalerl.models.loading import format_prompt, load_model, load_tokenizer
+    from scalerl.models.loading import (
+        format_prompt,
+        load_model,
+        load_model_config,
+        load_tokenizer,
+    )
     from scalerl.rl.prompts import PromptSource, load_prompt_table
     from scalerl.rl.rollouts import RequestFactory
     from scalerl.rollout.config import encode_text
@@ -217,7 +225,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     threads = plan_threads(cfg, 1 + (cfg.generators if pipeline else 0))
     torch.set_num_threads(threads)
 
-    model_cfg = ModelConfig(name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
+    model_cfg = (model_cfg or load_model_config(None, load_from)).replace(
+        name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
     tokenizer = load_tokenizer(load_from)
     model = load_model(load_from, model_cfg, device)
     cap = _generation_cap(cfg, recipe, len(encode_text(tokenizer, recipe.interruption_text)))

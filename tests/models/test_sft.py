@@ -10,7 +10,7 @@ from scalerl.cli import main
 from scalerl.config import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model, new_tiny_tokenizer
-from scalerl.models.sft import BandSearch, SFTConfig, sft_data, train_sft
+from scalerl.models.sft import BandSearch, SFTConfig, sft_data, task_weights, train_sft
 
 
 def test_band_search_keeps_the_first_rate_inside_the_band():
@@ -33,6 +33,40 @@ def test_band_search_rewinds_with_denser_measurements_after_an_overshoot():
 def test_band_search_stops_on_an_overshoot_without_a_checkpoint_below():
     s = BandSearch(lo=0.1, hi=0.4, eval_every=8, refinements=3)
     assert s.observe(8, 0.9) == "stop"
+
+
+def test_band_search_per_task_needs_every_task_inside_the_band():
+    s = BandSearch(lo=0.1, hi=0.4, eval_every=10, refinements=1)
+    # code inside, math below: continue, and this is a rewind point (nothing above the band)
+    assert s.observe(10, {"math": 0.02, "code": 0.30}) == "below" and s.rewind_step == 10
+    # code above, math still below: continue, but not a rewind point
+    assert s.observe(20, {"math": 0.05, "code": 0.50}) == "below" and s.rewind_step == 10
+    # nothing below, code above: an overshoot -> back to step 10
+    assert s.observe(30, {"math": 0.20, "code": 0.55}) == "rewind" and s.eval_every == 5
+    assert s.observe(15, {"math": 0.12, "code": 0.38}) == "keep"
+    # distances 0.08, 0.10 (code 0.50), 0.15, 0 -> the last is the best
+    assert s.is_best and s.best_distance == 0.0
+
+
+def test_task_weights_shift_batches_toward_the_tasks_below_the_band():
+    shares = {"math": 0.6, "code": 0.4}
+    w = task_weights({"math": 0.05, "code": 0.30}, shares, 0.1, 0.4, in_band_weight=0.25)
+    assert w == pytest.approx({"math": 0.6, "code": 0.1})
+    w = task_weights({"math": 0.05, "code": 0.50}, shares, 0.1, 0.4, in_band_weight=0.25)
+    assert w == pytest.approx({"math": 0.6, "code": 0.0})
+    # nothing left to draw from (all above, in_band_weight 0): fall back to the shares
+    w = task_weights({"math": 0.2, "code": 0.9}, shares, 0.1, 0.4, in_band_weight=0.0)
+    assert w == shares
+
+
+def test_val_prompts_are_held_out_of_a_small_difficulty_one_space():
+    """Regression: difficulty-1 math has ~600 distinct prompts, which 20k training examples
+    covered entirely, so the val set used to end up empty (max_batch = 0)."""
+    model = build_tiny_model(ModelConfig(name="tiny-s"))
+    cfg = _short(math_fraction=1.0, math_difficulties=(1,), n_train=20000, max_steps=1,
+                 eval_every=1)
+    result = train_sft(model, new_tiny_tokenizer(), cfg)
+    assert set(result.pass_rate_by_task) == {"math"} and result.steps == 1
 
 
 def test_sft_config_checks_the_band():

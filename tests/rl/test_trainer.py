@@ -121,6 +121,19 @@ def test_chunk_inputs_are_checked(micro, tmp_path):
         _train(micro, tmp_path, tight, name="y")
 
 
+def test_the_model_config_reaches_the_trainer(micro, tmp_path):
+    """`--model-config` (prompt format, dtype) is what the trainer formats prompts with: the
+    char tokenizer has no chat template, so asking for `chat` must fail, naming the fix."""
+    from scalerl.models.config import ModelConfig
+
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+               steps_per_chunk=1)
+    with pytest.raises(ValueError, match="use prompt_format: raw"):
+        train_chunk(cfg, chunk=0, init=micro / "base", prompts=micro / "prompts.parquet",
+                    out=tmp_path / "chat", model_cfg=ModelConfig(prompt_format="chat"))
+    assert not (tmp_path / "chat").exists()
+
+
 # -- the optimizer step ------------------------------------------------------------------------
 def _completion(group, tokens, logps, mask=None, prompt=(1, 9, 9)):
     mask = mask or [True] * len(tokens)

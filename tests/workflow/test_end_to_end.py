@@ -25,10 +25,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from snakemake_run import REPO, job_counts
 
 from scalerl.eval.schema import metadata_of, read_eval_table
 
-REPO = Path(__file__).resolve().parents[2]
 TINY = Path(__file__).with_name("tiny.yaml")
 DOWNSTREAM = REPO / "tests" / "fixtures" / "workflow" / "downstream.jsonl"
 RUN = "tiny-s_L48_scalerl_b4x4_s0"
@@ -54,18 +54,6 @@ def _run(workdir, *args, timeout=900):
     out = subprocess.run(_cmd(workdir, *args), capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     return out
-
-
-def _job_counts(stdout):
-    lines = stdout.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats"))
-    counts = {}
-    for line in lines[start + 3:]:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
 
 
 def _pass_rate(run_dir, chunk, task):
@@ -169,5 +157,5 @@ def test_tiny_sweep_end_to_end(tmp_path):
     shutil.rmtree(run_dir / "chunk3")
     plan = _run(tmp_path, "-n")
     assert plan.returncode == 0, plan.stderr
-    assert _job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "report": 1, "all": 1,
+    assert job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "report": 1, "all": 1,
                                         "eval_downstream": 1, "total": 8}

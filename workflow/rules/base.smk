@@ -28,5 +28,7 @@ rule base:
         gpu=rule_resources("base")["gpu"],
         mem_mb=rule_resources("base")["mem_mb"],
         runtime=rule_resources("base")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl base --config {input.cfg} --out {output.model} > {log} 2>&1"

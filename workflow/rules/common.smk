@@ -18,6 +18,8 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 SCHEMA_PATH = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+# Software of every job that runs scalerl (used with --software-deployment-method conda).
+CONDA_ENV = "../envs/scalerl.yaml"
 # Jobs call `scalerl <command>`: the scalerl installed beside the Python running snakemake
 # comes first on PATH, so the workflow works from a venv that is not activated (and SLURM jobs
 # inherit the same PATH through sbatch --export=ALL).
@@ -106,6 +108,11 @@ def validate_config(cfg):
     clash = sorted(set(cfg["train"]["recipe_overrides"]) & set(SWEEP_RECIPE_FIELDS))
     if clash:
         problems.append(f"train.recipe_overrides: {', '.join(clash)} are set by the sweep")
+    for name, spec in cfg["models"].items():
+        clash = sorted(set(spec.get("recipe_overrides", {})) & set(SWEEP_RECIPE_FIELDS))
+        if clash:
+            problems.append(f"models.{name}.recipe_overrides: {', '.join(clash)} are set by "
+                            "the sweep")
     for gen_len in cfg["sweep"]["gen_lens"]:
         if gen_len <= cfg["length"]["answer_budget"]:
             problems.append(f"sweep.gen_lens: {gen_len} leaves no thinking budget with "
@@ -183,7 +190,9 @@ def length_fields(cfg, gen_len):
 def run_config(cfg, run):
     """The RunConfig mapping written to results/runs/RUN/run.yaml."""
     spec = cfg["recipes"].get(run.recipe, {"preset": run.recipe, "overrides": {}})
-    overrides = deep_merge(cfg["train"]["recipe_overrides"], spec["overrides"])
+    overrides = deep_merge(cfg["train"]["recipe_overrides"],
+                           cfg["models"][run.model].get("recipe_overrides", {}))
+    overrides = deep_merge(overrides, spec["overrides"])
     overrides = deep_merge(overrides, length_fields(cfg, run.gen_len))
     overrides["prompts_per_step"] = run.prompts
     overrides["generations_per_prompt"] = run.generations
@@ -235,12 +244,16 @@ def check_with_package(cfg, runs):
         except (ConfigError, ValueError) as err:
             problems.append(f"recipes.{name} (preset + overrides): {err}")
     if not problems:
+        failed_models = set()
         for run in runs.values():
+            if run.model in failed_models:
+                continue
             try:
                 RunConfig.from_dict(run_config(cfg, run)).recipe.build()
             except (ConfigError, ValueError) as err:
-                problems.append(f"run {run.id} (train.run_overrides, eval, length keys): {err}")
-                break  # one is enough: the runs share these keys
+                problems.append(f"run {run.id} (models.{run.model}.recipe_overrides, "
+                                f"train.run_overrides, eval, length keys): {err}")
+                failed_models.add(run.model)  # one per model is enough: its runs share these
     model_cls = _package_class("scalerl.models.cli", "BaseConfig")
     for name in cfg["sweep"]["models"]:
         if model_cls is not None:

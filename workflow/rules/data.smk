@@ -32,6 +32,8 @@ rule data:
         gpu=rule_resources("data")["gpu"],
         mem_mb=rule_resources("data")["mem_mb"],
         runtime=rule_resources("data")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl data --config {input.cfg} --out {output.prompts}"
         " --report {output.report} > {log} 2>&1"

@@ -21,6 +21,8 @@ rule eval:
         gpu=rule_resources("eval")["gpu"],
         mem_mb=rule_resources("eval")["mem_mb"],
         runtime=rule_resources("eval")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
         " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
@@ -47,6 +49,8 @@ rule eval_downstream:
         gpu=rule_resources("eval")["gpu"],
         mem_mb=rule_resources("eval")["mem_mb"],
         runtime=rule_resources("eval")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
         " --model-config {input.model_cfg} --chunk {wildcards.chunk}"

@@ -30,6 +30,8 @@ rule fit:
     # `scalerl fit` exits 2 when a group cannot be fitted (too few points, ...) after writing
     # fits.json with the reason; that is a result of the run, not a workflow failure, so the
     # job succeeds whenever fits.json exists (the report lists the fits that exist).
+    conda:
+        CONDA_ENV
     shell:
         "scalerl fit {input.evals} --group-by {params.group_by} --compute-col {params.compute}"
         " {params.meta} {params.extra} --out {output.fit} > {log} 2>&1"
@@ -67,5 +69,7 @@ rule report:
         gpu=rule_resources("report")["gpu"],
         mem_mb=rule_resources("report")["mem_mb"],
         runtime=rule_resources("report")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl report {input.fits} --by {params.by} --out {params.out} > {log} 2>&1"

@@ -33,6 +33,7 @@ rule train:
         cfg=run_dir("{run}", "run.yaml"),
         prompts=PROMPTS,
         init=lambda w: checkpoint_dir(w.run, int(w.chunk) - 1),
+        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
     output:
         checkpoint=directory(run_dir("{run}", "chunk{chunk}")),
     log:
@@ -48,6 +49,9 @@ rule train:
         gpu=rule_resources("train")["gpu"],
         mem_mb=rule_resources("train")["mem_mb"],
         runtime=rule_resources("train")["runtime"],
+    conda:
+        CONDA_ENV
     shell:
         "scalerl train --config {input.cfg} --chunk {params.trainer_chunk} --init {input.init}"
-        " --prompts {input.prompts} --out {output.checkpoint} > {log} 2>&1"
+        " --model-config {input.model_cfg} --prompts {input.prompts} --out {output.checkpoint}"
+        " > {log} 2>&1"
