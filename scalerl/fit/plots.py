@@ -110,19 +110,30 @@ def plot_combined(records: Sequence[dict], path: str | Path, *, by: Sequence[str
     palette = {lab: f"C{i % 10}" for i, lab in enumerate(dict.fromkeys(labels))}
     fig, ax = plt.subplots(figsize=(8, 5))
     seen = set()
+    shown: list[float] = []  # y values the axis must show: points and converged asymptotes
     for record, label in zip(records, labels):
         c, y, status = _points(record)
+        shown += [float(np.min(y)), float(np.max(y))]
         colour = palette[label]
         used = status == "used"
         ax.scatter(c[used], y[used], s=10, color=colour, alpha=0.6)
         ax.scatter(c[status == "cutoff"], y[status == "cutoff"], s=10, marker="x",
                    color=colour, alpha=0.4)
-        xs = _x_range(c, extend)
-        line_label = None if label in seen else f"{label}: A={record['A']:.3f}"
+        converged = record.get("converged", True)
+        # An unconverged fit (flat or falling data, a parameter on its bound) says nothing
+        # beyond its points: drawn dotted over the data only, without its asymptote.
+        xs = _x_range(c, extend if converged else 1.0)
+        line_label = None if label in seen else (
+            f"{label}: A={record['A']:.3f}" if converged else f"{label}: not converged")
         seen.add(label)
         ax.plot(xs, sigmoid(xs, record["A"], record["B"], record["C_mid"], record["R0"]),
-                color=colour, lw=1.8, label=line_label)
-        ax.axhline(record["A"], color=colour, ls="--", lw=0.7, alpha=0.7)
+                color=colour, lw=1.8 if converged else 1.0, ls="-" if converged else ":",
+                label=line_label)
+        if converged:
+            ax.axhline(record["A"], color=colour, ls="--", lw=0.7, alpha=0.7)
+            shown.append(float(record["A"]))
+    pad = 0.05 * max(max(shown) - min(shown), 0.1)
+    ax.set_ylim(min(shown) - pad, max(shown) + pad)
     ax.set_xscale("log")
     ax.set_xlabel(records[0].get("compute_col", "compute"))
     ax.set_ylabel(records[0].get("reward_col", "reward"))

@@ -65,8 +65,11 @@ def _interrupt_during_chunk2(workdir):
     """Start the sweep; SIGINT the whole process group once chunk 2 is being trained."""
     marker = workdir / "results" / "logs" / "train" / RUN / "chunk2.log"
     log = open(workdir / "first_attempt.log", "w")
+    # SIGINT back to its default in the child: a shell that runs the suite in the background
+    # (`make test &`) starts it ignored, and Python then installs no KeyboardInterrupt handler.
     proc = subprocess.Popen(_cmd(workdir), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 600
     while not marker.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
