@@ -142,5 +142,6 @@ def plot_combined(records: Sequence[dict], path: str | Path, *, by: Sequence[str
         default += " (" + ", ".join(constant) + ")"
     ax.set_title(title or default, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    # Beside the axes, so it never hides points (a sweep has many curves).
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, path)
