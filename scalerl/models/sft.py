@@ -295,7 +295,7 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
     search = BandSearch(cfg.band_lo, cfg.band_hi, cfg.eval_every, cfg.refinements)
     history: list[dict] = []
     below = None  # snapshot at search.rewind_step: (model, optimizer, lr state, weights)
-    best = None  # (step, rates, model state, loss, final) closest to the band so far
+    best = None  # (step, model state, loss, final) closest to the band so far
     losses: list[float] = []
     train_tokens, step = 0, 0
 
@@ -342,7 +342,7 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
                  f"{' per task' if per_task else ''}), {time.time() - start:.0f}s")
         action = search.observe(step, rates)
         if search.is_best:
-            best = (step, rates, copy.deepcopy(model.state_dict()), mean_loss, final)
+            best = (step, copy.deepcopy(model.state_dict()), mean_loss, final)
         if action in ("keep", "stop"):
             break
         if per_task:
@@ -358,7 +358,7 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
             weights = dict(below[3])
             progress(f"sft: overshot the band; back to step {step}, "
                      f"measuring every {search.eval_every}")
-    kept_step, _, state, kept_loss, final = best
+    kept_step, state, kept_loss, final = best
     model.load_state_dict(state)
     model.eval()
     rate, by_task = final if final is not None else measure(

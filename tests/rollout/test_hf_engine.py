@@ -1,21 +1,24 @@
 """HFEngine: logprobs equal the trainer's recomputation, batching independence, in-flight weight
 updates, forced interruption, and use inside a spawned generator process."""
 
-import math
 import multiprocessing as mp
 
 import pytest
 import torch
+from engine_cases import (
+    EOS,
+    THINK_END,
+    UNIFORM_LOGP,
+    assert_switched_to_uniform,
+    mixed_requests,
+    recompute,
+)
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model, format_prompt, new_tiny_tokenizer
-from scalerl.models.logprobs import sequence_logprobs
 from scalerl.rollout.base import DEFAULT_INTERRUPTION_TEXT, Request
 from scalerl.rollout.config import EngineConfig, RequestError
 from scalerl.rollout.hf_engine import HFEngine
-
-THINK_END, EOS = 5, 2
-UNIFORM_LOGP = -math.log(103)  # a model whose logits are all 0: p = 1/103 per token
 
 
 @pytest.fixture(scope="module")
@@ -26,21 +29,6 @@ def tok():
 @pytest.fixture(scope="module")
 def model():
     return build_tiny_model(ModelConfig(name="tiny-s", seed=1))
-
-
-def _requests(tok, n, **kw):
-    prompts = ["1+2=", "47+385=", "f([3,1])=[1,3]\n", "x+4=10 x="]
-    return [Request(prompt_id=f"p{i % 5}", sample_idx=i,
-                    prompt_ids=tuple(format_prompt(tok, prompts[i % 4], ModelConfig())), **kw)
-            for i in range(n)]
-
-
-def _recompute(model, completion, fp32_lm_head=True):
-    """The trainer's logprobs of the completion tokens (one full forward, no cache)."""
-    prompt = list(completion.request.prompt_ids)
-    ids = torch.tensor([prompt + completion.token_ids])
-    with torch.no_grad():
-        return sequence_logprobs(model, ids, fp32_lm_head=fp32_lm_head)[0, len(prompt):]
 
 
 def test_logprobs_match_the_trainer_recomputation(model, tok):
@@ -54,7 +42,7 @@ def test_logprobs_match_the_trainer_recomputation(model, tok):
         assert len(c.token_ids) == len(c.logprobs) == len(c.loss_mask) == len(c.versions)
         assert c.n_tokens <= c.request.max_new_tokens
         assert all(c.loss_mask) and set(c.versions) == {0}
-        torch.testing.assert_close(torch.tensor(c.logprobs), _recompute(model, c),
+        torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c),
                                    atol=1e-4, rtol=0)
         if c.finish_reason == "stop":
             assert c.token_ids[-1] == EOS and not c.truncated
@@ -64,7 +52,7 @@ def test_logprobs_match_the_trainer_recomputation(model, tok):
 
 
 def test_samples_do_not_depend_on_batching(model, tok):
-    reqs = _requests(tok, 6, max_new_tokens=12)
+    reqs = mixed_requests(tok, 6, max_new_tokens=12)
     runs = [HFEngine(model, tok, EngineConfig(max_batch=b, seed=3)).generate(reqs)
             for b in (1, 4, 64)]
     for a, b, c in zip(*runs):
@@ -81,11 +69,11 @@ def test_fp32_head_shrinks_the_bf16_mismatch(tok):
     with torch.no_grad():
         m.model.norm.weight.mul_(8)  # sharper, trained-model-like distributions
     m = m.to(torch.bfloat16)
-    reqs = _requests(tok, 16, max_new_tokens=40)
+    reqs = mixed_requests(tok, 16, max_new_tokens=40)
     gaps = {}
     for fp32 in (True, False):
         out = HFEngine(m, tok, EngineConfig(max_batch=16), fp32_lm_head=fp32).generate(reqs)
-        diffs = [(torch.tensor(c.logprobs) - _recompute(m, c, fp32)).abs() for c in out]
+        diffs = [(torch.tensor(c.logprobs) - recompute(m, c, fp32)).abs() for c in out]
         gaps[fp32] = torch.cat(diffs).mean().item()
     assert 0 < gaps[True] < gaps[False]
 
@@ -100,23 +88,15 @@ def test_update_weights_in_flight(model, tok):
     reference = build_tiny_model(ModelConfig(name="tiny-s", seed=1))  # the old weights
     engine_model = build_tiny_model(ModelConfig(name="tiny-s", seed=1))
     engine = HFEngine(engine_model, tok, EngineConfig(max_batch=8))
-    engine.submit(_requests(tok, 8, max_new_tokens=30))
+    engine.submit(mixed_requests(tok, 8, max_new_tokens=30))
     done = engine.step() + engine.step() + engine.step()
     engine.update_weights(_zero_norm_state(reference), version=1)
     while engine.num_in_flight():
         done += engine.step()
     switched = [c for c in done if 0 in c.versions and 1 in c.versions]
     assert switched, "in-flight sequences must record the version switch"
-    for c in done:
-        first_new = c.versions.index(1) if 1 in c.versions else c.n_tokens
-        assert c.versions == [0] * first_new + [1] * (c.n_tokens - first_new)
-        old = _recompute(reference, c)
-        torch.testing.assert_close(torch.tensor(c.logprobs[:first_new]), old[:first_new],
-                                   atol=1e-4, rtol=0)
-        # new weights: every later token has log p = -ln 103 whatever the (stale) KV cache
-        torch.testing.assert_close(torch.tensor(c.logprobs[first_new:]),
-                                   torch.full((c.n_tokens - first_new,), UNIFORM_LOGP))
-    fresh = engine.generate(_requests(tok, 3, max_new_tokens=5))
+    assert_switched_to_uniform(done, reference)
+    fresh = engine.generate(mixed_requests(tok, 3, max_new_tokens=5))
     for c in fresh:
         assert set(c.versions) == {1}
         torch.testing.assert_close(torch.tensor(c.logprobs), torch.full((5,), UNIFORM_LOGP))
@@ -139,7 +119,7 @@ def test_forced_interruption(model, tok, text, n):
     k = len(inserted)
     if text == "</think>":
         assert inserted == [THINK_END]
-    out = engine.generate(_requests(tok, n, max_new_tokens=think + k + answer + 4,
+    out = engine.generate(mixed_requests(tok, n, max_new_tokens=think + k + answer + 4,
                                     think_budget=think, answer_budget=answer))
     n_interrupted = n_closed = 0
     for c in out:
@@ -163,7 +143,7 @@ def test_forced_interruption(model, tok, text, n):
             assert c.n_tokens <= c.request.max_new_tokens
         # answer tokens (after the inserted text) are scored with the inserted text as context
         masked = torch.tensor(c.loss_mask)
-        torch.testing.assert_close(torch.tensor(c.logprobs)[masked], _recompute(model, c)[masked],
+        torch.testing.assert_close(torch.tensor(c.logprobs)[masked], recompute(model, c)[masked],
                                    atol=1e-4, rtol=0)
     assert n_interrupted > n // 2
     if text == "</think>":
@@ -195,7 +175,7 @@ def test_engine_runs_in_a_spawned_process(model, tok, tmp_path):
     from scalerl.models.loading import save_model_dir
 
     save_model_dir(model, tok, tmp_path)
-    reqs = _requests(tok, 4, max_new_tokens=10)
+    reqs = mixed_requests(tok, 4, max_new_tokens=10)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_generate_in_child, args=(tmp_path, reqs, queue))

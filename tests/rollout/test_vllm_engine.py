@@ -6,10 +6,17 @@ the original weights at the end.
 """
 
 import gc
-import math
 
 import pytest
 import torch
+from engine_cases import (
+    EOS,
+    THINK_END,
+    UNIFORM_LOGP,
+    assert_switched_to_uniform,
+    mixed_requests,
+    recompute,
+)
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import (
@@ -19,14 +26,12 @@ from scalerl.models.loading import (
     new_tiny_tokenizer,
     save_model_dir,
 )
-from scalerl.models.logprobs import sequence_logprobs
 from scalerl.rollout.base import Request
 from scalerl.rollout.config import EngineConfig, RequestError
 
 pytestmark = pytest.mark.vllm
 
-THINK_END, EOS = 5, 2
-UNIFORM_LOGP = -math.log(103)
+TOK = new_tiny_tokenizer()
 CFG = EngineConfig(backend="vllm", max_batch=32, vllm_kv_cache_mb=64, interruption_text="</think>")
 
 
@@ -52,28 +57,13 @@ def engine(model_dir):
     gc.collect()
 
 
-def _requests(n, **kw):
-    tok = new_tiny_tokenizer()
-    prompts = ["1+2=", "47+385=", "f([3,1])=[1,3]\n", "x+4=10 x="]
-    return [Request(prompt_id=f"p{i % 5}", sample_idx=i,
-                    prompt_ids=tuple(format_prompt(tok, prompts[i % 4], ModelConfig())), **kw)
-            for i in range(n)]
-
-
-def _recompute(model, c, fp32_lm_head=True):
-    prompt = list(c.request.prompt_ids)
-    with torch.no_grad():
-        ids = torch.tensor([prompt + c.token_ids])
-        return sequence_logprobs(model, ids, fp32_lm_head=fp32_lm_head)[0, len(prompt):]
-
-
 def test_logprobs_match_the_trainer_recomputation(engine, model):
-    reqs = _requests(12, max_new_tokens=24)
+    reqs = mixed_requests(TOK, 12, max_new_tokens=24)
     out = engine.generate(reqs)
     assert [c.request for c in out] == reqs
     for c in out:
         assert len(c.token_ids) == len(c.logprobs) == len(c.loss_mask) == len(c.versions)
-        torch.testing.assert_close(torch.tensor(c.logprobs), _recompute(model, c),
+        torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c),
                                    atol=1e-4, rtol=0)
         assert c.truncated == (c.finish_reason == "length") == (c.token_ids[-1] != EOS)
     again = engine.generate(reqs)  # per-request seeds: same samples
@@ -82,12 +72,12 @@ def test_logprobs_match_the_trainer_recomputation(engine, model):
 
 def test_forced_interruption(engine, model):
     think, answer = 5, 3
-    out = engine.generate(_requests(60, max_new_tokens=think + 1 + answer + 4,
+    out = engine.generate(mixed_requests(TOK, 60, max_new_tokens=think + 1 + answer + 4,
                                     think_budget=think, answer_budget=answer))
     n_interrupted = 0
     for c in out:
         masked = torch.tensor(c.loss_mask)
-        torch.testing.assert_close(torch.tensor(c.logprobs)[masked], _recompute(model, c)[masked],
+        torch.testing.assert_close(torch.tensor(c.logprobs)[masked], recompute(model, c)[masked],
                                    atol=1e-4, rtol=0)
         if c.interrupted:
             n_interrupted += 1
@@ -104,7 +94,7 @@ def test_forced_interruption(engine, model):
 
 
 def test_update_weights_in_flight(engine, model):
-    engine.submit(_requests(8, max_new_tokens=30))
+    engine.submit(mixed_requests(TOK, 8, max_new_tokens=30))
     done = engine.step() + engine.step() + engine.step()
     state = {k: v.clone() for k, v in model.state_dict().items()}
     state["model.norm.weight"].zero_()  # logits 0 -> log p = -ln 103 for every token
@@ -112,20 +102,14 @@ def test_update_weights_in_flight(engine, model):
     while engine.num_in_flight():
         done += engine.step()
     assert any(0 in c.versions and 1 in c.versions for c in done)
-    for c in done:
-        first_new = c.versions.index(1) if 1 in c.versions else c.n_tokens
-        assert c.versions == [0] * first_new + [1] * (c.n_tokens - first_new)
-        torch.testing.assert_close(torch.tensor(c.logprobs[:first_new]),
-                                   _recompute(model, c)[:first_new], atol=1e-4, rtol=0)
-        torch.testing.assert_close(torch.tensor(c.logprobs[first_new:]),
-                                   torch.full((c.n_tokens - first_new,), UNIFORM_LOGP))
-    fresh = engine.generate(_requests(3, max_new_tokens=5))
+    assert_switched_to_uniform(done, model)
+    fresh = engine.generate(mixed_requests(TOK, 3, max_new_tokens=5))
     for c in fresh:
         assert set(c.versions) == {1}
         torch.testing.assert_close(torch.tensor(c.logprobs), torch.full((5,), UNIFORM_LOGP))
     engine.update_weights(model.state_dict(), version=2)  # restore for other tests
-    c = engine.generate(_requests(1, max_new_tokens=6))[0]
-    torch.testing.assert_close(torch.tensor(c.logprobs), _recompute(model, c), atol=1e-4, rtol=0)
+    c = engine.generate(mixed_requests(TOK, 1, max_new_tokens=6))[0]
+    torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c), atol=1e-4, rtol=0)
 
 
 def test_bad_requests_are_rejected(engine):
@@ -143,13 +127,13 @@ def test_fp32_head_shrinks_the_bf16_mismatch(tmp_path):
         m.model.norm.weight.mul_(8)  # sharper, trained-model-like distributions
     save_model_dir(m, new_tiny_tokenizer(), tmp_path)
     bf16 = load_model(tmp_path, ModelConfig(name=str(tmp_path), dtype="bfloat16"))
-    reqs = _requests(16, max_new_tokens=40)
+    reqs = mixed_requests(TOK, 16, max_new_tokens=40)
     gaps = {}
     for fp32 in (True, False):
         eng = VLLMEngine(tmp_path, CFG, dtype="bfloat16", fp32_lm_head=fp32)
         out = eng.generate(reqs)
         eng.close()
         gc.collect()
-        diffs = [(torch.tensor(c.logprobs) - _recompute(bf16, c, fp32)).abs() for c in out]
+        diffs = [(torch.tensor(c.logprobs) - recompute(bf16, c, fp32)).abs() for c in out]
         gaps[fp32] = torch.cat(diffs).mean().item()
     assert 0 < gaps[True] < gaps[False]

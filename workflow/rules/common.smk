@@ -100,19 +100,16 @@ def validate_config(cfg):
         if name not in cfg["recipes"] and presets is not None and name not in presets:
             problems.append(f"sweep.recipes: {name!r} is neither defined under `recipes` nor a "
                             f"preset ({', '.join(presets)})")
-    for name, spec in cfg["recipes"].items():
-        clash = sorted(set(spec["overrides"]) & set(SWEEP_RECIPE_FIELDS))
+    recipe_overrides = [("train.recipe_overrides", cfg["train"]["recipe_overrides"])]
+    recipe_overrides += [(f"models.{name}.recipe_overrides", spec.get("recipe_overrides", {}))
+                         for name, spec in cfg["models"].items()]
+    recipe_overrides += [(f"recipes.{name}.overrides", spec["overrides"])
+                         for name, spec in cfg["recipes"].items()]
+    for where, overrides in recipe_overrides:
+        clash = sorted(set(overrides) & set(SWEEP_RECIPE_FIELDS))
         if clash:
-            problems.append(f"recipes.{name}.overrides: {', '.join(clash)} are set by the sweep "
+            problems.append(f"{where}: {', '.join(clash)} are set by the sweep "
                             "(sweep.batches, sweep.gen_lens, length.*); remove them here")
-    clash = sorted(set(cfg["train"]["recipe_overrides"]) & set(SWEEP_RECIPE_FIELDS))
-    if clash:
-        problems.append(f"train.recipe_overrides: {', '.join(clash)} are set by the sweep")
-    for name, spec in cfg["models"].items():
-        clash = sorted(set(spec.get("recipe_overrides", {})) & set(SWEEP_RECIPE_FIELDS))
-        if clash:
-            problems.append(f"models.{name}.recipe_overrides: {', '.join(clash)} are set by "
-                            "the sweep")
     for gen_len in cfg["sweep"]["gen_lens"]:
         if gen_len <= cfg["length"]["answer_budget"]:
             problems.append(f"sweep.gen_lens: {gen_len} leaves no thinking budget with "
