@@ -13,6 +13,12 @@ the set-ups run interleaved and the median is reported. Staleness statistics of 
 run come from the same steps.parquet. Measure on an otherwise idle machine: with other
 processes on the cores, a 2-thread OpenMP process loses most of its time to spinning threads.
 
+Workload: by default math only (1 thread grades an integer answer in microseconds); with
+`--run-config results/runs/<run>/run.yaml` a run of the default sweep (math + code mix, its
+budgets and batch), where grading code in the sandbox is a large share of each step. In
+pipeline mode the generator process grades (`scalerl.rl.grading`), in the on-policy modes the
+trainer does, with as many sandboxes at a time as it has threads.
+
 Base model: `--base DIR --prompts FILE` (e.g. the outputs of benchmarks/exp_rl_gain.py:
 tiny-m warm-started on 1–4 digit additions). Without them a freshly initialised tiny-m is
 used with the zero-variance filter off (its rewards are all −1, so the filter would skip every
@@ -20,6 +26,9 @@ update and there would be no training work to overlap).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pipeline.py --steps 20 \\
         --base results/exp_rl_gain/base --prompts results/exp_rl_gain/prompts.parquet
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_pipeline.py --steps 16 --repeats 2 \\
+        --base results/models/tiny-m/base --prompts results/data/prompts.parquet \\
+        --run-config results/runs/tiny-m_L80_scalerl_b16x8_s0/run.yaml
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ def fresh_base(out: Path) -> tuple[Path, Path]:
 
 
 def run(name: str, base: Path, prompts: Path, work: Path, steps: int, overrides: dict,
-        threads: int) -> dict:
+        threads: int, task_weights: dict) -> dict:
     """One chunk of `steps` steps in a fresh `scalerl train` process; stats from steps.parquet."""
     import yaml
 
@@ -60,7 +69,7 @@ def run(name: str, base: Path, prompts: Path, work: Path, steps: int, overrides:
     config = work / f"{name}.yaml"
     config.write_text(yaml.safe_dump({
         "run": f"bench-{name}", "seed": 0, "steps_per_chunk": steps, "save_every": 0,
-        "threads": threads, "task_weights": {"math": 1.0, "code": 0.0},
+        "threads": threads, "task_weights": task_weights,
         "recipe": {"preset": "scalerl", "overrides": overrides},
     }))
     out = work / name
@@ -93,6 +102,10 @@ def main() -> int:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--base", type=Path, default=None)
     parser.add_argument("--prompts", type=Path, default=None)
+    parser.add_argument("--run-config", type=Path, default=None,
+                        help="take recipe overrides and task weights from this run.yaml (e.g. "
+                             "a run of the default sweep; its prompts_per_step/generations "
+                             "win over the flags)")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats (median)")
     parser.add_argument("--work", type=Path, default=None, help="output dir (default: a tmpdir)")
     args = parser.parse_args()
@@ -103,6 +116,13 @@ def main() -> int:
         "think_budget": [33, 39], "answer_budget": 8, "interruption_text": "</think>",
         "optimizer": {"lr": 1e-4, "warmup_steps": 0, "eps": 1e-8},
     }
+    task_weights = {"math": 1.0, "code": 0.0}
+    if args.run_config is not None:
+        import yaml
+
+        run_cfg = yaml.safe_load(args.run_config.read_text())
+        common = {**run_cfg["recipe"].get("overrides", {})}
+        task_weights = run_cfg["task_weights"]
     if args.base is None:
         base, prompts = fresh_base(work)
         common["zero_variance_filter"] = False
@@ -118,7 +138,8 @@ def main() -> int:
     results: dict[str, list[dict]] = {name: [] for name, _, _ in setups}
     for rep in range(args.repeats):  # interleaved, so background load hits every set-up alike
         for name, overrides, threads in setups:
-            results[name].append(run(name, base, prompts, work, args.steps, overrides, threads))
+            results[name].append(run(name, base, prompts, work, args.steps, overrides, threads,
+                                     task_weights))
             print(json.dumps({"repeat": rep, **results[name][-1]}), flush=True)
     rate = {name: statistics.median(r["steps_per_s"] for r in rs) for name, rs in results.items()}
     pipe, on, on1 = (rate[name] for name, _, _ in setups)

@@ -20,7 +20,8 @@ Every source keeps what it has drawn but not yet trained on in its `state_dict()
 nothing; PPO the remaining mini-batches of the round (completions); pipeline the requests of
 the batches already issued (re-issued on resume, re-generated with the resumed weights).
 
-Deliberately left out: scoring (the trainer does it) and weighting of mini-batches.
+Deliberately left out: grading (`scalerl.rl.grading`: in the trainer for the in-process
+modes, in the generator processes for PipelineRL) and weighting of mini-batches.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
 
 1. completions of B prompts × G samples from the off-policy mode's rollout source
    (`scalerl.rl.rollouts`: on-policy, PPO-off-policy-k, PipelineRL-k);
-2. verdicts from the verifiers (`scalerl.rewards.score_many`), recorded in the
+2. verdicts from the verifiers (`scalerl.rl.grading`: computed by the PipelineRL generator
+   processes as samples finish, by the trainer in the in-process modes), recorded in the
    No-Positive-Resampling history (`scalerl.rl.prompts`);
 3. rewards, zero-variance filter, advantages, tensors (`scalerl.rl.batch`);
 4. one optimizer step (`scalerl.rl.update`): trainer log-probabilities with the FP32 LM-head
@@ -244,8 +245,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         rollout_state: dict[str, Any] = {}
     else:
         rollout_state = run.load(state, resumed)
-    run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, device, gen_envs,
-                                  threads, rollout_state)
+    run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, device,
+                                  gen_envs, threads, rollout_state)
     chunk_end = run.chunk_start + cfg.steps_per_chunk
     progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}..{chunk_end} "
              f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
@@ -264,9 +265,11 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     return ChunkResult(out=out, rows=run.rows, resumed_at_step=first_step if resumed else None)
 
 
-def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, device: str,
-                   gen_envs: list[dict], threads: int, rollout_state: dict) -> Any:
+def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts: str | Path,
+                   device: str, gen_envs: list[dict], threads: int,
+                   rollout_state: dict) -> Any:
     """The off-policy mode's rollout source (pipeline processes or an in-process engine)."""
+    from scalerl.rl.grading import make_generator_grader
     from scalerl.rl.pipeline import EngineSpec
     from scalerl.rl.rollouts import OnPolicyRollouts, PipelineRollouts, PPORollouts
     from scalerl.rollout.config import EngineConfig, make_engine
@@ -284,7 +287,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, device:
     if recipe.off_policy == "pipeline":
         specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
                             "model_cfg": model_cfg, "engine_cfg": engine_cfg, "env": env},
-                            threads=threads) for env in gen_envs]
+                            threads=threads, grader=make_generator_grader,
+                            grader_kwargs={"prompts": str(Path(prompts).resolve())}) for env in gen_envs]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights(), rollout_state.get("issued"))
     # in-process: the HF engine shares the trainer's model (no weight copies)
@@ -301,7 +305,7 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, device:
 
 def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path) -> None:
     """Steps until `chunk_end`: rollouts → verdicts → batch → update → row, saves."""
-    from scalerl.rewards import score_many
+    from scalerl.rl.grading import grade
 
     cfg, source = run.cfg, run.source
     started_at = last_end = time.perf_counter()
@@ -309,8 +313,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     gen_prev = run.rollouts.gen_stats()
     while run.step < chunk_end:
         completions = run.rollouts.next_batch(run.step)
-        scores = score_many([source.row(c.request.prompt_id) for c in completions],
-                            [c.text for c in completions], workers=threads)
+        scores = grade(completions, source, workers=threads)
         verdicts = [s.correct for s in scores]
         source.update([c.request.prompt_id for c in completions], verdicts)
         batch, stats = assemble_batch(completions, verdicts, recipe, run.step,

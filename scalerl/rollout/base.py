@@ -61,6 +61,9 @@ class Completion:
     finish_reason: FinishReason  # "stop": eos produced; "length": ran out of tokens
     truncated: bool  # hit max_new_tokens (or the answer budget) without eos
     interrupted: bool  # the interruption text was inserted
+    # the verifier's verdict (a scalerl.rewards.Score) when the generator graded the sample
+    # itself (PipelineRL generators do, see scalerl.rl.grading); None: the trainer grades it
+    score: object = None
 
     @property
     def n_tokens(self) -> int:

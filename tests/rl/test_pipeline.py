@@ -28,8 +28,10 @@ class CountingEngine(Engine):
         self.w = float("nan")
         self.version = -1
         self.live: list[tuple[Request, list[float], list[int]]] = []
+        self.cohorts: list[int] = []  # size of every submit() call so far
 
     def submit(self, requests):
+        self.cohorts.append(len(requests))
         self.live.extend((r, [], []) for r in requests)
 
     def step(self):
@@ -40,8 +42,9 @@ class CountingEngine(Engine):
             versions.append(self.version)
             n = self.n_tokens or req.max_new_tokens
             if len(logps) == n:
-                done.append(Completion(req, [1] * n, logps, [True] * n, versions, "x" * n,
-                                       "stop", False, False))
+                # text: the admission cohorts so far (read by the admission test)
+                done.append(Completion(req, [1] * n, logps, [True] * n, versions,
+                                       ",".join(map(str, self.cohorts)), "stop", False, False))
             else:
                 keep.append((req, logps, versions))
         self.live = keep
@@ -57,6 +60,12 @@ class CountingEngine(Engine):
 
 def make_engine(**kwargs):
     return CountingEngine(**kwargs)
+
+
+def make_grader(mark: str):
+    """A grader built inside the generator process: a verdict naming what it graded."""
+    return lambda completions: [f"{mark}:{c.request.prompt_id}:{c.n_tokens}"
+                                for c in completions]
 
 
 def _requests(batch: int, n_prompts: int = 2, g: int = 2) -> list[Request]:
@@ -135,3 +144,26 @@ def test_push_weights_rejects_non_increasing_versions():
     with Pipeline([spec], {"w": torch.zeros(1)}, version=5, max_lag=1, max_concurrent=4) as pipe:
         with pytest.raises(ValueError, match="must increase"):
             pipe.push_weights({"w": torch.ones(1)}, 5)
+
+
+def test_generator_grades_the_samples_it_finishes():
+    spec = EngineSpec(make_engine, {"n_tokens": 3}, threads=1, grader=make_grader,
+                      grader_kwargs={"mark": "gen"})
+    with Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=8) as pipe:
+        pipe.submit(0, _requests(0))
+        batch = pipe.collect(0, n=4)
+    assert sorted(c.score for c in batch) == ["gen:p0_0:3"] * 2 + ["gen:p0_1:3"] * 2
+
+
+@pytest.mark.parametrize(("admit_min", "cohorts"), [(1, "8,1,1,1,1"), (4, "8,4"), (None, "8,4")])
+def test_generator_admits_new_sequences_in_cohorts(admit_min, cohorts):
+    # 12 sequences of lengths 1..12, 8 rows: after the first 8 are admitted one sequence ends
+    # per step; with admit_min 4 (None: half of max_concurrent) the generator waits for 4 free
+    # rows and admits them together, with admit_min 1 it tops the batch up every step.
+    spec = EngineSpec(make_engine, {"n_tokens": 0}, threads=1)
+    reqs = [Request(f"p{n}", (1,), max_new_tokens=n) for n in range(1, 13)]
+    with Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=0, max_concurrent=8,
+                  admit_min=admit_min) as pipe:
+        pipe.submit(0, reqs)
+        batch = pipe.collect(0, n=12)
+    assert max((c.text for c in batch), key=len) == cohorts
