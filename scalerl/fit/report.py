@@ -5,7 +5,8 @@ named `fit.json`). `fits_frame(records, by)` flattens them to one row per fit: t
 columns (taken from each record's `group`, then `meta`), A/B/C_mid with their bootstrap
 intervals (`*_lo`, `*_hi`), R0, R², SSE, point counts, the extrapolation errors, the power
 law, the budget to 90 % of the gain, `converged` and the warnings. `write_report(records,
-out, by)` writes `scaling.parquet`, `scaling.md` and `curves.png` atomically. Fits sharing all
+out, by, order)` writes `scaling.parquet`, `scaling.md` (with the comparison along the scale
+axes of `scalerl.fit.axes`) and `curves.png` atomically. Fits sharing all
 `by` values (seeds) are also summarised per cell with the spread of A against the paper's
 0.02 margin.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from scalerl.fit.axes import axes_markdown
 from scalerl.fit.compare import A_MARGIN
 from scalerl.fit.plots import plot_combined, record_label
 from scalerl.utils.io import atomic_path, write_text_atomic
@@ -183,8 +185,12 @@ def _cells_markdown(df: pd.DataFrame, by: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = DEFAULT_BY) -> dict:
-    """scaling.parquet, scaling.md and curves.png under `out`; returns their paths."""
+def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = DEFAULT_BY,
+                 order: dict[str, Sequence] | None = None) -> dict:
+    """scaling.parquet, scaling.md and curves.png under `out`; returns their paths.
+
+    `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
+    the "does more scale raise the ceiling" section (`scalerl.fit.axes`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     present = [k for k in by if any(_value(r, k) is not None for r in records)]
@@ -197,6 +203,7 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
     absent = [k for k in by if k not in present]
     if absent:
         text += f"\nColumns without values in any fit (not shown): {', '.join(absent)}.\n"
-    write_text_atomic(paths["markdown"], text + _cells_markdown(df, present))
+    write_text_atomic(paths["markdown"],
+                      text + axes_markdown(df, present, order) + _cells_markdown(df, present))
     plot_combined(list(records), paths["plot"], by=present or None)
     return paths

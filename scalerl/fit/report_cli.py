@@ -1,4 +1,4 @@
-"""`scalerl report FIT_JSON_OR_DIR... --out DIR [--by model,gen_len,recipe,task]`.
+"""`scalerl report FIT_JSON_OR_DIR... --out DIR [--by model,gen_len,recipe,task] [--order AXIS=V1,V2]`.
 
 Collects fit.json records written by `scalerl fit` (directories are searched recursively) and
 writes, atomically:
@@ -6,9 +6,12 @@ writes, atomically:
                           `meta`), A, B, C_mid with bootstrap bounds (*_lo, *_hi), R0, r2,
                           points, extrapolation errors, power law, C_90, converged, warnings
     DIR/scaling.md        the same as a Markdown table sorted by the --by columns, plus a
+                          comparison along the scale axes (model, gen_len: does the
+                          largest value give a higher A than the smallest?) and a
                           per-cell summary when several fits (seeds) share a cell
     DIR/curves.png        every curve redrawn from its parameters and stored points, one
                           colour per --by combination
+--order model=tiny-s,tiny-m gives an axis's values smallest first (gen_len is numeric).
 Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
 """
 
@@ -27,13 +30,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--by", default=",".join(DEFAULT_BY),
                         help=f"comma-separated grouping columns (default {','.join(DEFAULT_BY)})")
+    parser.add_argument("--order", action="append", default=[], metavar="AXIS=V1,V2,...",
+                        help="values of a scale axis from smallest to largest, e.g. "
+                             "model=tiny-s,tiny-m (repeatable; numbers sort by value)")
 
 
 def run(args: argparse.Namespace) -> int:
     by = [c.strip() for c in args.by.split(",") if c.strip()]
+    order = {}
+    for item in args.order:
+        axis, sep, values = item.partition("=")
+        if not sep or not axis.strip() or not values.strip():
+            raise ValueError(f"--order {item!r}: expected AXIS=V1,V2,... (e.g. "
+                             "model=tiny-s,tiny-m)")
+        order[axis.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     records = collect_records(args.fits)
     progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")
-    paths = write_report(records, args.out, by)
+    paths = write_report(records, args.out, by, order)
     flagged = sum(not r.get("converged", False) for r in records)
     progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
              + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))

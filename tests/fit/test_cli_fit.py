@@ -165,3 +165,15 @@ def test_all_zero_curve_without_r2_is_flagged_not_a_crash(tmp_path, capsys):
     record = json.loads((tmp_path / "out" / "fit.json").read_text())
     assert record["converged"] is False and record["r2"] is None
     assert "R2=n/a" in capsys.readouterr().err
+
+
+def test_report_order_orders_the_model_axis_and_rejects_a_malformed_value(write_eval, tmp_path,
+                                                                          capsys):
+    paths = write_eval("a", seed=0, model="tiny-m", a=0.40) + write_eval("b", seed=0, a=0.50)
+    main(["fit", *map(str, paths), "--out", str(tmp_path / "f"), "--bootstrap", "0"])
+    assert main(["report", str(tmp_path / "f"), "--out", str(tmp_path / "r"), "--by",
+                 "model,gen_len", "--order", "model=tiny-s,tiny-m"]) == 0
+    text = (tmp_path / "r" / "scaling.md").read_text()
+    assert "### model: tiny-s < tiny-m" in text
+    rc = main(["report", str(tmp_path / "f"), "--out", str(tmp_path / "r2"), "--order", "model"])
+    assert rc == 2 and "--order 'model': expected AXIS=V1,V2" in capsys.readouterr().err

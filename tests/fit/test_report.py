@@ -47,6 +47,10 @@ def test_report_tables_and_plot(fit_dir, tmp_path):
     text = paths["markdown"].read_text()
     assert "not shown): task" in text
     assert "| tiny-s | 64 | scalerl | 2 | 0.455 | 0.006 | yes |" in text  # the two seeds
+    # the gen_len axis varies, but no cell holds one fit at both lengths (seeds, dapo at 64 only)
+    assert "### gen_len: 64 < 128" in text
+    assert "| tiny-s | dapo | A 0.40" in text and "| – | fewer than two single fits" in text
+    assert "| tiny-s | scalerl | 2 fits | A 0.50" in text
     assert paths["plot"].read_bytes()[:4] == b"\x89PNG"
 
 

@@ -406,6 +406,11 @@ def fit_meta_args(run):
     return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
 
 
+def report_order_args():
+    """`--order model=...`: the sweep's model list is read smallest first by the report."""
+    return "--order " + shlex.quote("model=" + ",".join(map(str, config["sweep"]["models"])))
+
+
 def eval_label_args(run):
     """`--label` options: the sweep's names for the eval columns gen_len and recipe."""
     return f"--label gen_len={run.gen_len} --label recipe={shlex.quote(run.recipe)}"

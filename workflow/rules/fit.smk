@@ -60,6 +60,7 @@ rule report:
     params:
         out=lambda w, output: os.path.dirname(output.table),
         by="model,gen_len,recipe,batch,mix,task",
+        order=report_order_args(),
     log:
         res("logs", "report.log"),
     benchmark:
@@ -72,4 +73,5 @@ rule report:
     conda:
         CONDA_ENV
     shell:
-        "scalerl report {input.fits} --by {params.by} --out {params.out} > {log} 2>&1"
+        "scalerl report {input.fits} --by {params.by} {params.order} --out {params.out}"
+        " > {log} 2>&1"
