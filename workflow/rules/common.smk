@@ -408,7 +408,8 @@ def fit_meta_args(run):
 
 def report_order_args():
     """`--order model=...`: the sweep's model list is read smallest first by the report."""
-    return "--order " + shlex.quote("model=" + ",".join(map(str, config["sweep"]["models"])))
+    models = ",".join(map(str, config["sweep"]["models"]))
+    return f"--order {shlex.quote(f'model={models}')}"
 
 
 def eval_label_args(run):
