@@ -89,12 +89,15 @@ def test_bad_config_fails_before_any_job(tmp_path, mutate, expected):
 
 
 def test_model_recipe_overrides_reach_only_that_models_runs(tmp_path):
-    out = snakemake(tmp_path, "--until", "run_config")
-    assert out.returncode == 0, out.stderr
+    # the default config with a shared RL lr and a different one for tiny-m only
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    shared_lr = cfg["train"]["recipe_overrides"]["optimizer"]["lr"]
-    model_lr = cfg["models"]["tiny-m"]["recipe_overrides"]["optimizer"]["lr"]
-    assert model_lr != shared_lr
+    shared_lr, model_lr = 1.0e-4, 7.0e-5
+    cfg["train"]["recipe_overrides"]["optimizer"]["lr"] = shared_lr
+    cfg["models"]["tiny-m"]["recipe_overrides"] = {"optimizer": {"lr": model_lr}}
+    path = tmp_path / "lr.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = snakemake(tmp_path, "--until", "run_config", "--configfile", str(path))
+    assert out.returncode == 0, out.stderr
     runs = sorted((tmp_path / "results" / "runs").glob("*/run.yaml"))
     assert len(runs) == 4
     for path in runs:
