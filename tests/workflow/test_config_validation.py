@@ -70,7 +70,7 @@ def _bad(tmp_path, mutate):
         (lambda c: c["sweep"].update(batches=["16by8"]), "sweep.batches.0"),
         (lambda c: c["recipes"]["scalerl"]["overrides"].update(loss={"kindd": "x"}),
          "recipes.scalerl"),
-        (lambda c: c["models"]["tiny-m"]["recipe_overrides"]["optimizer"].update(lrr=1),
+        (lambda c: c["models"]["tiny-m"].update(recipe_overrides={"optimizer": {"lrr": 1}}),
          "models.tiny-m.recipe_overrides"),
         (lambda c: c["models"]["tiny-s"].update(recipe_overrides={"think_budget": [4, 8]}),
          "models.tiny-s.recipe_overrides: think_budget are set by the sweep"),
