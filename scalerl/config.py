@@ -20,11 +20,23 @@ import typing
 from pathlib import Path
 from typing import Any, Self
 
-__all__ = ["Config", "ConfigError", "field_", "load_mapping", "config_hash"]
+__all__ = ["Config", "ConfigError", "field_", "key_value", "load_mapping", "config_hash"]
 
 
 class ConfigError(ValueError):
     """A config value or key is wrong; the message names the key and how to fix it."""
+
+
+def key_value(item: str, option: str, form: str = "KEY=VALUE", *,
+              need_value: bool = False) -> tuple[str, str]:
+    """One `KEY=VALUE` item of a repeatable CLI option (`--set`, `--meta`, `--label`,
+    `--order`), split at the first '=' and returned unstripped; ConfigError naming the option
+    and the expected `form` when the '=' or the key (or, with need_value, the value) is
+    missing."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip() or (need_value and not value.strip()):
+        raise ConfigError(f"{option} {item!r}: expected {form}")
+    return key, value
 
 
 def field_(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
-from scalerl.config import Config, ConfigError, config_hash, field_, load_mapping
+from scalerl.config import Config, ConfigError, config_hash, field_, key_value, load_mapping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,3 +68,14 @@ def test_load_mapping_errors(tmp_path):
     good = tmp_path / "ok.yaml"
     good.write_text("steps: 4\n")
     assert Outer.from_dict(load_mapping(good)).steps == 4
+
+
+def test_key_value_splits_at_the_first_equals_and_names_the_option_on_bad_items():
+    assert key_value("recipe.lr=a=b", "--set") == ("recipe.lr", "a=b")
+    assert key_value("run= x", "--label") == ("run", " x")  # unstripped: the caller decides
+    assert key_value("note=", "--meta") == ("note", "")
+    for bad in ("lr", "=1", " =1"):
+        with pytest.raises(ConfigError, match=f"--set '{re.escape(bad)}': expected KEY=VALUE"):
+            key_value(bad, "--set")
+    with pytest.raises(ConfigError, match="--order 'model= ': expected AXIS=V1"):
+        key_value("model= ", "--order", "AXIS=V1,V2", need_value=True)

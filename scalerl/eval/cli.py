@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from scalerl.config import ConfigError
+from scalerl.config import ConfigError, key_value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,9 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _parse_labels(items: list[str]) -> dict[str, str]:
     labels = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--label {item!r}: expected KEY=VALUE")
+        key, value = key_value(item, "--label")
         labels[key] = value
     return labels
 

@@ -18,7 +18,6 @@ and axes other than model and generation length.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -47,8 +46,7 @@ def verdict(first: Mapping, last: Mapping, margin: float = A_MARGIN) -> str:
         delta, what = last["A"] - first["A"], "A"
     else:
         f, g = first.get("observed_final"), last.get("observed_final")
-        if f is None or g is None or (isinstance(f, float) and math.isnan(f)) or (
-                isinstance(g, float) and math.isnan(g)):
+        if pd.isna(f) or pd.isna(g):  # None or NaN
             return "not determined (a fit did not converge, no final pass rate)"
         delta, what = g - f, "final pass rate"
     if delta > margin:
@@ -64,7 +62,7 @@ def verdict(first: Mapping, last: Mapping, margin: float = A_MARGIN) -> str:
 
 def _cell(row: Mapping) -> str:
     final = row.get("observed_final")
-    final_text = "–" if final is None or pd.isna(final) else f"{final:.3f}"
+    final_text = "–" if pd.isna(final) else f"{final:.3f}"
     a_text = f"A {row['A']:.3f}" if row["converged"] else "A –"
     return f"{a_text}, final {final_text}"
 

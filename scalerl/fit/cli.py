@@ -29,7 +29,7 @@ import json
 import time
 from pathlib import Path
 
-from scalerl.config import ConfigError, load_mapping
+from scalerl.config import ConfigError, key_value, load_mapping
 from scalerl.fit.curve import fit_curve
 from scalerl.fit.inputs import group_slug, load_groups
 from scalerl.fit.plots import plot_combined, plot_curve
@@ -105,9 +105,7 @@ def _parse_value(text: str):
 def parse_meta(items: list[str]) -> dict:
     meta = {}
     for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--meta expects KEY=VALUE, got {item!r}")
+        key, value = key_value(item, "--meta")
         meta[key.strip()] = _parse_value(value.strip())
     return meta
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 
+from scalerl.config import key_value
 from scalerl.fit.report import DEFAULT_BY, collect_records, write_report
 from scalerl.utils.log import progress
 
@@ -39,10 +40,8 @@ def run(args: argparse.Namespace) -> int:
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     order = {}
     for item in args.order:
-        axis, sep, values = item.partition("=")
-        if not sep or not axis.strip() or not values.strip():
-            raise ValueError(f"--order {item!r}: expected AXIS=V1,V2,... (e.g. "
-                             "model=tiny-s,tiny-m)")
+        axis, values = key_value(item, "--order", "AXIS=V1,V2,... (e.g. model=tiny-s,tiny-m)",
+                                 need_value=True)
         order[axis.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     records = collect_records(args.fits)
     progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from scalerl.config import key_value
+
 __all__ = ["add_arguments", "run"]
 
 
@@ -47,9 +49,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
+        key, value = key_value(item, "--set")
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:

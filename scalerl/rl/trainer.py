@@ -285,10 +285,11 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
         return run.model.state_dict()
 
     if recipe.off_policy == "pipeline":
+        grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
                             "model_cfg": model_cfg, "engine_cfg": engine_cfg, "env": env},
                             threads=threads, grader=make_generator_grader,
-                            grader_kwargs={"prompts": str(Path(prompts).resolve())}) for env in gen_envs]
+                            grader_kwargs=grader_kwargs) for env in gen_envs]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights(), rollout_state.get("issued"))
     # in-process: the HF engine shares the trainer's model (no weight copies)
