@@ -32,10 +32,10 @@ leaves no orphans (it watches the trainer's liveness sentinel).
 Admission in cohorts: a generator that has sequences in flight admits new ones only when at
 least `admit_min` rows are free (default half of `max_concurrent`) or the work left is
 smaller. Topping the batch up every time a few sequences finish costs the HF engine a cache
-merge and a small prefill per decode step and widens the left-padded cache (a benchmark of
-the engine alone on the default mix, 512 samples, 1 thread: 2,870 tok/s topping up one row
-at a time, 3,180 tok/s in cohorts of 64); sequence lengths here vary little, so there is
-little tail to fill.
+merge and a small prefill per decode step and widens the left-padded cache
+(`benchmarks/bench_admission.py`, the engine alone on the default mix, 512 samples, 1 thread:
+3,372 tok/s topping up one row at a time, 4,149 tok/s in cohorts of 64); sequence lengths
+here vary little, so there is little tail to fill.
 
 Grading: a generator given a grader (`EngineSpec.grader`) attaches each finished sample's
 verdict before streaming it, so verification overlaps the trainer's optimizer step.
