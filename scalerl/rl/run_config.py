@@ -15,7 +15,7 @@ Example (`run.yaml`):
     seed: 0
     model: tiny-m
     recipe: {preset: scalerl, overrides: {prompts_per_step: 16, generations_per_prompt: 8}}
-    steps_per_chunk: 50
+    steps_per_chunk: 50          # or chunk_steps: [3, 3, 6, 10, 18, 20] (one per chunk)
     save_every: 10
     task_weights: {math: 1.0, code: 0.0}
     eval: {samples_per_prompt: 4, max_prompts: 200}
@@ -94,6 +94,12 @@ class RunConfig(Config):
     prompts: str | None = field_(None, "prompts.parquet; `scalerl train --prompts` overrides it")
     recipe: RecipeSpec = field_(default_factory=RecipeSpec, doc="recipe preset + overrides")
     steps_per_chunk: int = field_(50, "optimizer steps per training chunk", ge=1)
+    chunk_steps: tuple[int, ...] = field_(
+        (), "optimizer steps of each chunk when chunks differ in length: chunk k (from 0) "
+        "trains chunk_steps[k]; empty = every chunk trains steps_per_chunk. Growing chunks "
+        "(e.g. 3, 3, 6, 10, 18, 20) spread the checkpoints evenly over log compute, the "
+        "fit's axis",
+    )
     save_every: int = field_(
         10, "intra-chunk resume save every N steps (0 = only the chunk's final checkpoint)", ge=0
     )
@@ -127,8 +133,21 @@ class RunConfig(Config):
         cap = int(recipe.max_new_tokens)
         return cap if self.max_new_tokens is None else min(cap, self.max_new_tokens)
 
+    def steps_in_chunk(self, chunk: int) -> int:
+        """Optimizer steps that chunk `chunk` (numbered from 0) trains."""
+        if not self.chunk_steps:
+            return self.steps_per_chunk
+        if not 0 <= chunk < len(self.chunk_steps):
+            raise ConfigError(
+                f"chunk {chunk}: chunk_steps lists {len(self.chunk_steps)} chunk(s) "
+                f"(0..{len(self.chunk_steps) - 1}); add entries to chunk_steps for later chunks")
+        return self.chunk_steps[chunk]
+
     def validate(self) -> None:
         super().validate()
+        if any(steps < 1 for steps in self.chunk_steps):
+            raise ConfigError(f"chunk_steps = {list(self.chunk_steps)}: every chunk needs >= 1 "
+                              "step")
         if not self.run or any(c in self.run for c in "/\\ \t\n"):
             raise ConfigError(f"run = {self.run!r}: use a non-empty id without '/' or spaces")
 

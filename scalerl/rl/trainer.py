@@ -1,6 +1,6 @@
 """The trainer: one chunk of one run, from a base model or the previous chunk's checkpoint.
 
-`train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_per_chunk`
+`train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_in_chunk(K)`
 optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoint`, with
 `steps.parquet` inside). Per step:
 
@@ -219,6 +219,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
     out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
     recipe = cfg.recipe.build()
+    steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"
     load_from, state = _init_state(cfg, chunk, init, partial)
     resumed = state is not None and state["chunk"] == chunk
@@ -247,7 +248,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         rollout_state = run.load(state, resumed)
     run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, device,
                                   gen_envs, threads, rollout_state)
-    chunk_end = run.chunk_start + cfg.steps_per_chunk
+    chunk_end = run.chunk_start + steps
     progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}..{chunk_end} "
              f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
              f"{recipe.off_policy}{'-' + str(recipe.max_lag) if pipeline else ''}, "

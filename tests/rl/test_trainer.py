@@ -67,10 +67,14 @@ def test_every_preset_trains_two_steps(micro, tmp_path, preset):
     assert len(result.rows) == 2
 
 
-def test_next_chunk_continues_exactly_where_the_last_stopped(micro, tmp_path):
-    """Chunks 0 + 1 of 2 steps end in the state of one 4-step chunk (on-policy, CPU)."""
+@pytest.mark.parametrize("chunking", [{"steps_per_chunk": 2}, {"chunk_steps": [1, 3]}],
+                         ids=["equal", "growing"])
+def test_next_chunk_continues_exactly_where_the_last_stopped(micro, tmp_path, chunking):
+    """Chunks 0 + 1 (2 + 2 steps, or 1 + 3) end in the state of one 4-step chunk (on-policy,
+    CPU)."""
     recipe = {"preset": "scalerl", "overrides": {"off_policy": "on-policy"}}
-    split = _cfg(recipe=recipe, steps_per_chunk=2)
+    split = _cfg(recipe=recipe, **chunking)
+    first = split.steps_in_chunk(0)
     _train(micro, tmp_path, split, name="c0")
     _train(micro, tmp_path, split, chunk=1, init=tmp_path / "c0", name="c1")
     whole = _cfg(recipe=recipe, steps_per_chunk=4)
@@ -83,8 +87,8 @@ def test_next_chunk_continues_exactly_where_the_last_stopped(micro, tmp_path):
     assert c1["compute"]["flops"] == full["compute"]["flops"]
     assert c1["compute"]["tokens"] == full["compute"]["tokens"]
     rows = read_steps(tmp_path / "c1" / "steps.parquet")
-    ref = read_steps(tmp_path / "whole" / "steps.parquet").iloc[2:].reset_index(drop=True)
-    assert rows["step"].tolist() == [3, 4] and rows["chunk"].tolist() == [1, 1]
+    ref = read_steps(tmp_path / "whole" / "steps.parquet").iloc[first:].reset_index(drop=True)
+    assert rows["step"].tolist() == list(range(first + 1, 5)) and set(rows["chunk"]) == {1}
     for col in ("reward_mean", "pass_rate", "loss", "grad_norm", "compute_flops", "npr_retired"):
         assert rows[col].tolist() == pytest.approx(ref[col].tolist(), rel=1e-6, abs=1e-9), col
     a = _weights(tmp_path / "c1")
@@ -109,6 +113,11 @@ def test_chunk_inputs_are_checked(micro, tmp_path):
         _train(micro, tmp_path, cfg, chunk=0, init=tmp_path / "c0", name="again")
     with pytest.raises(ConfigError, match="needs chunk 1"):
         _train(micro, tmp_path, cfg, chunk=2, init=tmp_path / "c0", name="c2")
+    with pytest.raises(ConfigError, match="chunk_steps lists 1 chunk"):
+        _train(micro, tmp_path, cfg.replace(chunk_steps=[1]), chunk=1, init=tmp_path / "c0",
+               name="c1")
+    with pytest.raises(ConfigError, match="every chunk needs >= 1 step"):
+        cfg.replace(chunk_steps=[2, 0])
     import pandas as pd
 
     math_only = pd.read_parquet(micro / "prompts.parquet").query("task == 'math'")

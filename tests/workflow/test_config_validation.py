@@ -65,6 +65,10 @@ def _bad(tmp_path, mutate):
         (lambda c: c.update(extra_section={}), "unknown key extra_section"),
         (lambda c: c["train"].update(chunks="four"), "train.chunks: 'four' is not of type"),
         (lambda c: c["sweep"].update(models=[]), "sweep.models: must list at least one"),
+        (lambda c: c["train"].update(chunks=6, steps_per_chunk=[3, 3, 6]),
+         "train.steps_per_chunk lists 3 chunk length(s) but train.chunks is 6"),
+        (lambda c: c["train"].update(steps_per_chunk=[3, 0]), "train.steps_per_chunk: [3, 0]"
+         " is not valid: optimizer steps per chunk"),
         (lambda c: c["sweep"].update(models=["tiny-xl"]), "'tiny-xl' is not defined under"),
         (lambda c: c["sweep"].update(recipes=["nope"]), "'nope' is neither defined"),
         (lambda c: c["sweep"].update(batches=["16by8"]), "sweep.batches.0"),

@@ -113,7 +113,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
         assert metadata_of(table)["scalerl.config_hash"] == provenance["config_hash"]
         steps.append(cols["step"][0])
         flops.append(cols["compute_flops"][0])
-    assert steps == [0, 2, 4, 6, 8]  # 2 steps per chunk, chunk 0 = the base model
+    assert steps == [0, 1, 3, 5, 8]  # chunks of 1, 2, 2, 3 steps; chunk 0 = the base model
     assert flops[0] == 0.0 and all(b > a for a, b in zip(flops, flops[1:]))
 
     downstream = read_eval_table(run_dir / "downstream" / "synth" / f"chunk{CHUNKS}.parquet")

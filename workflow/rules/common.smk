@@ -75,6 +75,8 @@ def _describe_error(error):
         return f"{where}: must list at least one entry (an empty sweep has no runs)"
     if error.validator == "type":
         return f"{where}: {error.instance!r} is not of type {error.validator_value!r}"
+    if error.validator in ("oneOf", "anyOf"):
+        return f"{where}: {error.instance!r} is not valid: {error.schema.get('description', '')}"
     if error.validator == "propertyNames":
         return (f"{where}: name {error.instance!r} is not allowed: names use letters, digits, "
                 "'.' and '-' (they become part of run ids and paths)")
@@ -110,6 +112,10 @@ def validate_config(cfg):
         if clash:
             problems.append(f"{where}: {', '.join(clash)} are set by the sweep "
                             "(sweep.batches, sweep.gen_lens, length.*); remove them here")
+    steps = cfg["train"]["steps_per_chunk"]
+    if isinstance(steps, list) and len(steps) != cfg["train"]["chunks"]:
+        problems.append(f"train.steps_per_chunk lists {len(steps)} chunk length(s) but "
+                        f"train.chunks is {cfg['train']['chunks']}; give one entry per chunk")
     for gen_len in cfg["sweep"]["gen_lens"]:
         if gen_len <= cfg["length"]["answer_budget"]:
             problems.append(f"sweep.gen_lens: {gen_len} leaves no thinking budget with "
@@ -184,6 +190,13 @@ def length_fields(cfg, gen_len):
     }
 
 
+def chunk_length_fields(steps_per_chunk):
+    """RunConfig fields for train.steps_per_chunk: one length for all chunks, or one each."""
+    if isinstance(steps_per_chunk, list):
+        return {"chunk_steps": steps_per_chunk}
+    return {"steps_per_chunk": steps_per_chunk}
+
+
 def run_config(cfg, run):
     """The RunConfig mapping written to results/runs/RUN/run.yaml."""
     spec = cfg["recipes"].get(run.recipe, {"preset": run.recipe, "overrides": {}})
@@ -201,7 +214,7 @@ def run_config(cfg, run):
         "base": base_dir(run.model),
         "prompts": PROMPTS,
         "recipe": {"preset": spec["preset"], "overrides": overrides},
-        "steps_per_chunk": train["steps_per_chunk"],
+        **chunk_length_fields(train["steps_per_chunk"]),
         "save_every": train["save_every"],
         "task_weights": dict(cfg["mixes"][run.mix]),
         "temperature": train["temperature"],
