@@ -28,6 +28,8 @@ rule data:
     benchmark:
         res("benchmarks", "data.tsv")
     threads: rule_resources("data")["threads"]
+    # Every run waits for the prompt set: run it before the base models take the cores.
+    priority: 10
     resources:
         gpu=rule_resources("data")["gpu"],
         mem_mb=rule_resources("data")["mem_mb"],
