@@ -1,31 +1,51 @@
 #!/bin/bash
-# A short RL run of one model of the default sweep, evaluated after every chunk: the experiment
-# behind the "why math is add + sub" and learning-rate / temperature figures in BENCHMARKS.md.
-# Needs a finished default sweep (results/runs/<run>/run.yaml, results/models/<model>/base).
+# A short RL run of one model of the default sweep, evaluated after every chunk, then fitted:
+# the experiments behind the "why math is add + sub", learning-rate, temperature and chunk
+# schedule figures in BENCHMARKS.md. Needs a finished default sweep (RESULTS/runs/<run>/run.yaml,
+# RESULTS/models/<model>/base, RESULTS/data/prompts.parquet).
 #
-#   benchmarks/exp_short_run.sh NAME MODEL GEN_LEN CHUNKS STEPS [--set KEY=VALUE ...]
-#   e.g. PROMPTS=/tmp/prompts_add_sub.parquet benchmarks/exp_short_run.sh m_as tiny-m 80 3 20
-#        benchmarks/exp_short_run.sh s_lr tiny-s 80 3 20 --set recipe.overrides.optimizer.lr=3.0e-4
+#   benchmarks/exp_short_run.sh NAME MODEL GEN_LEN "STEPS_OF_EACH_CHUNK" [--set KEY=VALUE ...]
+#   e.g. PROMPTS=/tmp/prompts_add_sub.parquet benchmarks/exp_short_run.sh m_as tiny-m 80 "20 20 20"
+#        benchmarks/exp_short_run.sh s_lr tiny-s 80 "20 20 20" --set recipe.overrides.optimizer.lr=3.0e-4
+#        benchmarks/exp_short_run.sh m_lr tiny-m 80 "4 4 8 12 16 16" --set recipe.overrides.optimizer.lr=1.0e-4
 #
-# PROMPTS (default results/data/prompts.parquet) is the prompt set for training and eval;
-# OUT (default /tmp/exp) holds the chunks and eval Parquets. Prints pass rate per task per chunk.
+# RESULTS (default results) is the sweep to start from; PROMPTS (default RESULTS/data/prompts.parquet)
+# the prompt set for training and eval; OUT (default /tmp/exp) holds the chunks, the eval
+# Parquets and the fit. Chunk 0's eval is the sweep's own when PROMPTS is the sweep's prompt
+# set, else it is evaluated here. Prints pass rate per task per chunk, then the fit per task.
 set -euo pipefail
-name=$1; model=$2; gen_len=$3; chunks=$4; steps=$5; shift 5
-prompts=${PROMPTS:-results/data/prompts.parquet}
-run_dir=results/runs/${model}_L${gen_len}_scalerl_b16x8_s0
+name=$1; model=$2; gen_len=$3; schedule=$4; shift 4
+results=${RESULTS:-results}
+prompts=${PROMPTS:-$results/data/prompts.parquet}
+run_dir=$results/runs/${model}_L${gen_len}_scalerl_b16x8_s0
 work=${OUT:-/tmp/exp}/$name
 py=${PY:-.venv/bin/python}
+export OMP_NUM_THREADS=1
 rm -rf "$work"; mkdir -p "$work"
 cp "$run_dir/run.yaml" "$work/run.yaml"
-prev=results/models/$model/base
-for ((k = 0; k < chunks; k++)); do
-  OMP_NUM_THREADS=1 $py -m scalerl train --config "$work/run.yaml" --chunk $k --init "$prev" \
-    --model-config results/models/$model/model.yaml --prompts "$prompts" \
-    --out "$work/chunk$((k + 1))" --set steps_per_chunk="$steps" "$@" 2> "$work/train$k.log"
+model_cfg=$results/models/$model/model.yaml
+evaluate() {  # evaluate CHECKPOINT CHUNK
+  $py -m scalerl eval --config "$work/run.yaml" --checkpoint "$1" --chunk "$2" \
+    --prompts "$prompts" --out "$work/eval$2.parquet" --model-config "$model_cfg" \
+    2> "$work/eval$2.log"
+  $py -c "import pandas as pd; d = pd.read_parquet('$work/eval$2.parquet'); \
+print('$name', 'chunk', $2, 'step', d['step'].max(), d.groupby('task')['correct'].mean().round(3).to_dict())"
+}
+prev=$results/models/$model/base
+if [[ -z "${PROMPTS:-}" && -f "$run_dir/eval/chunk0.parquet" ]]; then
+  cp "$run_dir/eval/chunk0.parquet" "$work/eval0.parquet"
+else
+  evaluate "$prev" 0
+fi
+k=0
+for steps in $schedule; do
+  $py -m scalerl train --config "$work/run.yaml" --chunk $k --init "$prev" \
+    --model-config "$model_cfg" --prompts "$prompts" --out "$work/chunk$((k + 1))" \
+    --set steps_per_chunk="$steps" --set "chunk_steps=[]" "$@" 2> "$work/train$k.log"
   prev=$work/chunk$((k + 1))
-  OMP_NUM_THREADS=1 $py -m scalerl eval --config "$work/run.yaml" --checkpoint "$prev" \
-    --chunk $((k + 1)) --prompts "$prompts" --out "$work/eval$((k + 1)).parquet" \
-    --model-config results/models/$model/model.yaml 2> "$work/eval$k.log"
-  $py -c "import pandas as pd; d = pd.read_parquet('$work/eval$((k + 1)).parquet'); \
-print('$name', 'chunk', $((k + 1)), d.groupby('task')['correct'].mean().round(3).to_dict())"
+  k=$((k + 1))
+  evaluate "$prev" $k
 done
+$py -m scalerl fit "$work"/eval*.parquet --group-by task --compute-col compute_flops \
+  --out "$work/fit" 2> "$work/fit.log" || true
+grep -E "\] \[[0-9]+/[0-9]+\]" "$work/fit.log" || tail -3 "$work/fit.log"
