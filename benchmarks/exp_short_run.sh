@@ -37,14 +37,14 @@ if [[ -z "${PROMPTS:-}" && -f "$run_dir/eval/chunk0.parquet" ]]; then
 else
   evaluate "$prev" 0
 fi
-k=0
-for steps in $schedule; do
+read -ra chunk_steps <<< "$schedule"
+chunk_list=$(IFS=,; echo "${chunk_steps[*]}")
+for ((k = 0; k < ${#chunk_steps[@]}; k++)); do
   $py -m scalerl train --config "$work/run.yaml" --chunk $k --init "$prev" \
     --model-config "$model_cfg" --prompts "$prompts" --out "$work/chunk$((k + 1))" \
-    --set steps_per_chunk="$steps" --set "chunk_steps=[]" "$@" 2> "$work/train$k.log"
+    --set "chunk_steps=[$chunk_list]" "$@" 2> "$work/train$k.log"
   prev=$work/chunk$((k + 1))
-  k=$((k + 1))
-  evaluate "$prev" $k
+  evaluate "$prev" $((k + 1))
 done
 $py -m scalerl fit "$work"/eval*.parquet --group-by task --compute-col compute_flops \
   --out "$work/fit" 2> "$work/fit.log" || true
