@@ -16,7 +16,7 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from scalerl.rewards import MathVerifierPool, isolation, score_many  # noqa: E402
+from scalerl.rewards import MathVerifierPool, isolation, sandbox, score_many  # noqa: E402
 from scalerl.rewards.math_verifier import check_math_many  # noqa: E402
 from scalerl.tasks import generate_code, generate_math  # noqa: E402
 
@@ -59,15 +59,21 @@ def main() -> None:
     assert all(ok for ok, _ in verdicts), [d for ok, d in verdicts if not ok][:3]
     pool.close()
 
-    # 3. sandboxed code execution: one child process per completion (5 hidden tests each)
+    # 3. sandboxed code execution: one child process per completion (5 hidden tests each),
+    # forked by the sandbox's fork server (default) or spawned as a fresh interpreter
     cexs = generate_code(args.n_code, 0)
     crows = [e.to_row() for e in cexs]
-    for workers in (1, args.workers):
-        score_many(crows[:2], [e.solution for e in cexs[:2]], workers=workers)
-        t0 = time.perf_counter()
-        cs = score_many(crows, [e.solution for e in cexs], workers=workers)
-        _report(f"sandbox code runs ({workers} concurrent)", len(crows), time.perf_counter() - t0)
-        assert all(s.correct for s in cs)
+    usable = sandbox._zygotes_usable
+    for how in ("forked", "spawned"):
+        sandbox._zygotes_usable = usable and how == "forked"
+        for workers in (1, args.workers):
+            score_many(crows[:2], [e.solution for e in cexs[:2]], workers=workers)
+            t0 = time.perf_counter()
+            cs = score_many(crows, [e.solution for e in cexs], workers=workers)
+            _report(f"sandbox code runs, {how} ({workers} concurrent)", len(crows),
+                    time.perf_counter() - t0)
+            assert all(s.correct for s in cs)
+    sandbox._zygotes_usable = usable
 
 
 if __name__ == "__main__":

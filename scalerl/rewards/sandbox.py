@@ -1,10 +1,14 @@
 """Run untrusted (model-written) Python in a confined child process.
 
-Every run gets a fresh child `python -I -S -c <_harness.py>` started with
-`start_new_session=True`, a scrubbed environment (PATH, LANG, HOME=workdir only), its own
-temporary working directory, stdout/stderr/results captured in unnamed files of bounded size
-(RLIMIT_FSIZE), and a wall-clock timeout. The harness applies RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE
-and CORE before the code runs. After the run the whole process group is killed (`os.killpg`).
+Every run gets a fresh child process in its own session, a scrubbed environment (PATH, LANG,
+HOME=workdir only), its own temporary working directory, stdout/stderr/results captured in
+unnamed files of bounded size (RLIMIT_FSIZE), and a wall-clock timeout. The child is forked by
+a fork server ("zygote": `python -I -S -c <_harness.py> --serve`, one per concurrent caller
+thread, started on first use and kept), which costs ~1 ms where a fresh interpreter costs ~15;
+where a fork server cannot run (no pidfd, no fd passing) or dies, the run starts a fresh
+`python -I -S -c <_harness.py>` instead. Both children are confined the same way: the harness
+applies RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE and CORE before the code runs. After the run the
+whole process group is killed (`os.killpg`).
 
 Running as root (the usual container case) root ignores RLIMIT_NPROC and could signal or
 overwrite anything, so the harness drops to a dedicated unprivileged uid/gid taken from a pool
@@ -29,12 +33,14 @@ risk as root: world-readable files outside the hidden working directory can be r
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import fcntl
 import marshal
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -177,6 +183,86 @@ def _env(workdir: str) -> dict[str, str]:
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+class _Zygote:
+    """A fork server: `python -I -S -c <_harness.py> --serve FD` on one end of a socket pair."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _HARNESS, "--serve", str(theirs.fileno())],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd="/", env=_env("/"), start_new_session=True, pass_fds=(theirs.fileno(),))
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self.sock = ours
+        self.owner = os.getpid()
+
+    def start(self, fds: list[int], cwd: str, env: dict[str, str]) -> int:
+        """Fork a child that runs the job on `fds` (config, result, stdin, stdout, stderr)."""
+        socket.send_fds(self.sock, [marshal.dumps({"cwd": cwd, "env": env})], fds,
+                        socket.MSG_NOSIGNAL)
+        return int(self._reply())
+
+    def reap(self) -> int:
+        """The exit code of the last child (as Popen.returncode: -N for signal N)."""
+        self.sock.send(b"reap", socket.MSG_NOSIGNAL)
+        return int(self._reply())
+
+    def _reply(self) -> bytes:
+        reply = self.sock.recv(64)
+        if not reply:
+            raise OSError("the sandbox fork server exited")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()  # the server exits on end-of-file
+        if self.owner == os.getpid():
+            try:
+                self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+_idle_zygotes: list[_Zygote] = []
+_zygote_lock = threading.Lock()
+_zygotes_usable = hasattr(socket, "send_fds") and hasattr(os, "pidfd_open")
+
+
+def _take_zygote() -> _Zygote | None:
+    """An idle fork server of this process, a new one, or None where none can run."""
+    global _zygotes_usable
+    if not _zygotes_usable:
+        return None
+    with _zygote_lock:
+        while _idle_zygotes:
+            z = _idle_zygotes.pop()
+            if z.owner == os.getpid():
+                return z
+            z.sock.close()  # inherited through fork from a parent process: not ours to use
+    try:
+        return _Zygote()
+    except OSError:
+        _zygotes_usable = False
+        return None
+
+
+def _give_back_zygote(z: _Zygote) -> None:
+    with _zygote_lock:
+        _idle_zygotes.append(z)
+
+
+@atexit.register
+def _close_zygotes() -> None:
+    with _zygote_lock:
+        while _idle_zygotes:
+            _idle_zygotes.pop().close()
+
+
 def _read(f, limit: int) -> bytes:
     f.seek(0)
     return f.read(limit)
@@ -215,24 +301,72 @@ def run_python(code: str, *, mode: str = "script", stdin: bytes = b"",
             in_f.write(stdin)
             in_f.seek(0)
             t0 = time.perf_counter()
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _HARNESS, str(cfg_f.fileno()),
-                 str(res_f.fileno())],
-                stdin=in_f, stdout=out_f, stderr=err_f, cwd=workdir, env=_env(workdir),
-                start_new_session=True, pass_fds=(cfg_f.fileno(), res_f.fileno()))
-            try:
-                timed_out = not _wait_exit(proc, limits.wall_s)
-            finally:
-                _kill_group(proc.pid)
-                if slot.uid is not None:
-                    _kill_uid(slot.uid)
-                proc.wait()
+            fds = [f.fileno() for f in (cfg_f, res_f, in_f, out_f, err_f)]
+            timed_out, returncode = _run_forked(fds, workdir, limits.wall_s, slot.uid)
+            if returncode is _NO_SERVER:
+                timed_out, returncode = _run_spawned(fds, workdir, limits.wall_s, slot.uid)
             wall = time.perf_counter() - t0
             n = limits.output_bytes
-            result = RunResult(returncode=None if timed_out else proc.returncode,
+            result = RunResult(returncode=None if timed_out else returncode,
                                timed_out=timed_out, stdout=_read(out_f, n),
                                stderr=_read(err_f, n), results=_read(res_f, n), wall_s=wall)
     return result
+
+
+_NO_SERVER = object()
+
+
+def _run_forked(fds: list[int], workdir: str, wall_s: float, uid: int | None):
+    """(timed out, exit code) of a child forked by a fork server; exit code _NO_SERVER when
+    no server could start the run (nothing ran: the caller spawns a fresh interpreter)."""
+    zygote = _take_zygote()
+    if zygote is None:
+        return False, _NO_SERVER
+    try:
+        pid = zygote.start(fds, workdir, _env(workdir))
+    except OSError:  # the server died (e.g. killed): spawn this run, a new server next time
+        zygote.close()
+        return False, _NO_SERVER
+    try:
+        pidfd = os.pidfd_open(pid)
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            timed_out = not poller.poll(wall_s * 1000)
+        finally:
+            os.close(pidfd)
+    finally:
+        _kill_group(pid)
+        try:
+            os.kill(pid, signal.SIGKILL)  # not yet in its own session, or a zombie: harmless
+        except ProcessLookupError:
+            pass
+        if uid is not None:
+            _kill_uid(uid)
+    try:
+        returncode = zygote.reap()
+    except OSError:  # the program killed its server (possible without a sandbox uid)
+        zygote.close()
+        return timed_out, -signal.SIGKILL
+    _give_back_zygote(zygote)
+    return timed_out, returncode
+
+
+def _run_spawned(fds: list[int], workdir: str, wall_s: float, uid: int | None):
+    """(timed out, exit code) of a fresh `python -I -S -c <_harness.py>` child."""
+    cfg_fd, res_fd, in_fd, out_fd, err_fd = fds
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _HARNESS, str(cfg_fd), str(res_fd)],
+        stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=workdir, env=_env(workdir),
+        start_new_session=True, pass_fds=(cfg_fd, res_fd))
+    try:
+        timed_out = not _wait_exit(proc, wall_s)
+    finally:
+        _kill_group(proc.pid)
+        if uid is not None:
+            _kill_uid(uid)
+        proc.wait()
+    return timed_out, proc.returncode
 
 
 def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:

@@ -42,6 +42,25 @@ def test_function_tests_plain_and_leetcode_style():
     assert not ok and "SyntaxError" in detail
 
 
+def test_program_that_does_not_compile_fails_without_a_sandbox_run(monkeypatch):
+    import scalerl.rewards.code_verifier as cv
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("a program that does not compile must not reach the sandbox")
+
+    monkeypatch.setattr(cv, "run_python", no_run)
+    tests = json.dumps({"type": "function", "fn_name": "f", "inputs": [[1]], "outputs": [1]})
+    assert check_code("def f(x):\nreturn x", tests, LIMITS) == (
+        False, "IndentationError: expected an indented block after function definition on "
+        "line 1 (line 2)")
+    assert check_code("dpef(x):\n    return x", STDIO, LIMITS) == (
+        False, "SyntaxError: invalid syntax (line 1)")
+    assert cv.syntax_error("def f(x):\n    return 1x") is not None  # warning-free, error kept
+    assert cv.syntax_error("def f(x):\n    return '\\d'") is None  # a warning is not an error
+    with pytest.raises(AssertionError, match="must not reach"):  # compiling code does reach it
+        check_code("def f(x):\n    return x", tests, LIMITS)
+
+
 def test_function_call_results_are_per_case():
     tests = json.dumps({"type": "function", "fn_name": "f", "inputs": [[1], [2], [3]],
                         "outputs": [1, 4, 10]})
