@@ -3,8 +3,8 @@
 `check_code(code, tests_json)` returns (all tests passed, detail). A program that does not
 compile fails here without a sandbox run: `compile()` only parses and generates bytecode, it
 runs nothing of the program, and a tiny model's answers are often broken (about one code answer
-in ten at the default sweep's tiny-m), each saving a ~25 ms sandbox child. Function tests run in ONE
-sandboxed child (the harness calls the function on every input and streams back the return
+in ten at the default sweep's tiny-m), each saving a ~10 ms sandbox child. Function tests run
+in ONE sandboxed child (the harness calls the function on every input and streams back the return
 values); stdin/stdout tests run one child per case and stop at the first failure. Comparison
 happens here, in the parent, against expected outputs the child never sees:
 - function: the returned value (parsed with `ast.literal_eval` from the harness's channel)

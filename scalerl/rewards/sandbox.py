@@ -4,11 +4,12 @@ Every run gets a fresh child process in its own session, a scrubbed environment 
 HOME=workdir only), its own temporary working directory, stdout/stderr/results captured in
 unnamed files of bounded size (RLIMIT_FSIZE), and a wall-clock timeout. The child is forked by
 a fork server ("zygote": `python -I -S -c <_harness.py> --serve`, one per concurrent caller
-thread, started on first use and kept), which costs ~1 ms where a fresh interpreter costs ~15;
-where a fork server cannot run (no pidfd, no fd passing) or dies, the run starts a fresh
-`python -I -S -c <_harness.py>` instead. Both children are confined the same way: the harness
-applies RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE and CORE before the code runs. After the run the
-whole process group is killed (`os.killpg`).
+thread, started on first use and kept): a whole run then takes ~10 ms instead of ~30 ms with a
+fresh interpreter (benchmarks/bench_rewards.py, BENCHMARKS.md). Where a fork server cannot run
+(no pidfd, no fd passing) or dies, the run starts a fresh `python -I -S -c <_harness.py>`
+instead. Both children are confined the same way: the harness applies
+RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE and CORE before the code runs. After the run the whole process
+group is killed (`os.killpg`).
 
 Running as root (the usual container case) root ignores RLIMIT_NPROC and could signal or
 overwrite anything, so the harness drops to a dedicated unprivileged uid/gid taken from a pool
