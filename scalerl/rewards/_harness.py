@@ -241,12 +241,12 @@ def serve(sock_fd):
         job = marshal.loads(msg)
         pid = os.fork()
         if pid == 0:
-            status = 1
+            status, exit_now = 1, os._exit  # bound before untrusted code could replace it
             try:
                 sock.close()
                 status = _forked_run(job, fds)
             finally:
-                os._exit(status)
+                exit_now(status)
         for fd in fds:
             os.close(fd)
         sock.send(str(pid).encode())

@@ -34,6 +34,7 @@ def mode(request, monkeypatch):
      "threading.Thread(target=lambda: (time.sleep(0.2), print('joined'))).start()",
      0, b"joined\n", b""),
     ("import os\nprint('x', end='')\nos._exit(7)", 7, b"", b""),
+    ("import os\nos._exit = lambda code: None\nprint('still exits')", 0, b"still exits\n", b""),
 ])
 def test_script_exit_codes_and_output_match_a_fresh_interpreter(mode, code, returncode, stdout,
                                                                  stderr_has):
