@@ -231,7 +231,20 @@ class _Zygote:
 
 _idle_zygotes: list[_Zygote] = []
 _zygote_lock = threading.Lock()
-_zygotes_usable = hasattr(socket, "send_fds") and hasattr(os, "pidfd_open")
+
+
+def _pidfd_works() -> bool:
+    """pidfds (Linux >= 5.3): wait for a process's exit without polling, also for one that
+    the caller did not fork (the fork server's children)."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+        return True
+    except (AttributeError, OSError):
+        return False
+
+
+_pidfd_usable = _pidfd_works()
+_zygotes_usable = hasattr(socket, "send_fds") and _pidfd_usable
 
 
 def _take_zygote() -> _Zygote | None:
@@ -329,21 +342,9 @@ def _run_forked(fds: list[int], workdir: str, wall_s: float, uid: int | None):
         zygote.close()
         return False, _NO_SERVER
     try:
-        pidfd = os.pidfd_open(pid)
-        try:
-            poller = select.poll()
-            poller.register(pidfd, select.POLLIN)
-            timed_out = not poller.poll(wall_s * 1000)
-        finally:
-            os.close(pidfd)
+        timed_out = not _wait_pid(pid, wall_s)
     finally:
-        _kill_group(pid)
-        try:
-            os.kill(pid, signal.SIGKILL)  # not yet in its own session, or a zombie: harmless
-        except ProcessLookupError:
-            pass
-        if uid is not None:
-            _kill_uid(uid)
+        _kill_run(pid, uid)
     try:
         returncode = zygote.reap()
     except OSError:  # the program killed its server (possible without a sandbox uid)
@@ -361,25 +362,24 @@ def _run_spawned(fds: list[int], workdir: str, wall_s: float, uid: int | None):
         stdin=in_fd, stdout=out_fd, stderr=err_fd, cwd=workdir, env=_env(workdir),
         start_new_session=True, pass_fds=(cfg_fd, res_fd))
     try:
-        timed_out = not _wait_exit(proc, wall_s)
+        if _pidfd_usable:
+            timed_out = not _wait_pid(proc.pid, wall_s)
+        else:  # pidfd needs Linux >= 5.3: fall back to Popen's polling wait
+            try:
+                proc.wait(timeout=wall_s)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                timed_out = True
     finally:
-        _kill_group(proc.pid)
-        if uid is not None:
-            _kill_uid(uid)
+        _kill_run(proc.pid, uid)
         proc.wait()
     return timed_out, proc.returncode
 
 
-def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait for the child to exit without polling (pidfd); False on timeout."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # pidfd needs Linux >= 5.3: fall back to polling wait
-        try:
-            proc.wait(timeout=timeout_s)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
+def _wait_pid(pid: int, timeout_s: float) -> bool:
+    """Wait for process `pid` (a child or not, not yet reaped) to exit without polling, on a
+    pidfd; False on timeout."""
+    pidfd = os.pidfd_open(pid)
     try:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
@@ -388,9 +388,14 @@ def _wait_exit(proc: subprocess.Popen, timeout_s: float) -> bool:
         os.close(pidfd)
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill_run(pid: int, uid: int | None) -> None:
+    """SIGKILL a run's child (own session: pgid = pid), its group and, with a sandbox uid,
+    every process of that uid. The child is not reaped yet, so its pid cannot be reused."""
+    for kill in (os.killpg, os.kill):  # kill: a child that has not called setsid yet
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if uid is not None:
+        _kill_uid(uid)
 
