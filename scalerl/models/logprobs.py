@@ -2,29 +2,56 @@
 
 The model is split into its body (embeddings + blocks + final norm: `model.base_model`) and its
 head (`model.get_output_embeddings()`), so the head can run in float32 whatever the body's
-dtype:
+dtype or autocast state:
 
-    h      = body(input_ids)                      # [B, T, H], model dtype
-    logits = h.float() @ W.float().T (+ b)        # [B, T, V], fp32_lm_head=True
-           = (h @ W.T).float()                    # fp32_lm_head=False (head in model dtype)
+    h      = body(input_ids)                      # [B, T, H], model / autocast dtype
+    logits = fp32(h) @ fp32(W).T (+ b)            # [B, T, V], fp32_lm_head=True
+           = (h @ W.T).float()                    # fp32_lm_head=False (head in compute dtype)
     logp   = log_softmax(logits / temperature)    # always in float32
 
 ScaleRL (Khatri et al. 2025, sec. 3.2, Fig. 5b) computes the head in FP32 on both the
 generator and the trainer, because the generator/trainer probability mismatch that distorts
 the importance ratio rho = pi_train / pi_gen is largest at the LM head (MiniMax-M1). The same
-`lm_head_logits` is used by the HF engine, so both sides round the same way.
+`lm_head_logits` is used by the HF engine, so both sides round the same way. The FP32 head is
+never autocast: `fp32_linear` switches autocast off and multiplies in float32. For bf16/fp16
+inputs it uses `torch.mm(..., out_dtype=torch.float32)` where the device supports it (probed
+once per device type, forward and backward; CUDA builds do, torch 2.13 CPU raises
+NotImplementedError) and upcasts with `.float()` otherwise. Both give the same math: a product
+of two bf16 (or fp16) numbers is exact in float32 and the sum is accumulated in float32; the
+out_dtype path only saves the float32 copy of the [V, H] weight.
 
 `sequence_logprobs(...)[b, t] = log p(input_ids[b, t] | input_ids[b, :t])` for t >= 1 and 0 at
 t = 0 (no context). Position ids follow the attention mask (left or right padding both work).
+Two ways to score the head, by the arguments:
+
+- `token_mask=None, chunk_tokens=0` (the reference): logits of every position at once,
+  [B, T, V] float32, kept by autograd for the backward (O(B·T·V) memory);
+- `token_mask` and/or `chunk_tokens > 0` (the trainer at real sizes): only the positions in
+  `token_mask` (the loss mask; all positions when None) are scored, `chunk_tokens` of them at a
+  time by `head_token_logprobs`, a custom autograd Function that keeps only the hidden states
+  and one log-normaliser per position and recomputes each chunk's logits in the backward.
+  Peak memory of the head is O(chunk_tokens · V) in the forward and in the backward (plus the
+  [V, H] float32 weight gradient) instead of O(B · T · V). Unselected positions get 0.
+
+The entropy (`return_entropy=True`, a metric) is computed without a graph in both ways:
+gradients flow only through the token log-probabilities.
 
 Deliberately left out: logit soft-capping / logit scaling of some architectures (Gemma2,
-Cohere); such models are rejected with a clear error rather than scored wrongly.
+Cohere); such models are rejected with a clear error rather than scored wrongly. Fused
+(Triton/Liger) cross-entropy kernels: the chunked Function is plain torch.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
+
+__all__ = ["fp32_linear", "head_token_logprobs", "lm_head_logits", "model_body",
+           "positions_from_mask", "sequence_logprobs"]
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
 
 
 def _check_supported(model) -> None:
@@ -46,18 +73,133 @@ def model_body(model):
     return body
 
 
+@functools.cache
+def mm_out_dtype_supported(device_type: str) -> bool:
+    """Whether `torch.mm(a, b, out_dtype=torch.float32)` runs forward and backward for bf16
+    inputs on this device type (probed once on 2x2 tensors)."""
+    try:
+        a = torch.ones(2, 2, dtype=torch.bfloat16, device=device_type, requires_grad=True)
+        torch.mm(a, a.detach(), out_dtype=torch.float32).sum().backward()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return False
+    return a.grad is not None
+
+
+def fp32_linear(x: torch.Tensor, weight: torch.Tensor,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x [..., H] @ weight [V, H].T (+ bias) -> [..., V] float32, autocast off (see the module
+    docstring for the out_dtype path)."""
+    b32 = bias.float() if bias is not None else None
+    with torch.autocast(x.device.type, enabled=False):
+        if x.dtype == weight.dtype == torch.float32:
+            return F.linear(x, weight, b32)  # [..., V]
+        if (x.dtype == weight.dtype and x.dtype in _LOW_PRECISION
+                and mm_out_dtype_supported(x.device.type)):
+            flat = torch.mm(x.reshape(-1, x.shape[-1]), weight.t(),
+                            out_dtype=torch.float32)  # [N, V]
+            out = flat.reshape(*x.shape[:-1], weight.shape[0])  # [..., V]
+            return out + b32 if b32 is not None else out
+        return F.linear(x.float(), weight.float(), b32)  # [..., V]
+
+
 def lm_head_logits(model, hidden: torch.Tensor, fp32_lm_head: bool) -> torch.Tensor:
     """Logits (float32) from hidden states [..., H] -> [..., V]."""
     head = model.get_output_embeddings()
     if fp32_lm_head:
-        bias = head.bias.float() if getattr(head, "bias", None) is not None else None
-        return F.linear(hidden.float(), head.weight.float(), bias)  # [..., V] float32
-    return head(hidden).float()  # [..., V] head in model dtype, then upcast
+        return fp32_linear(hidden, head.weight, getattr(head, "bias", None))  # [..., V]
+    return head(hidden).float()  # [..., V] head in the model / autocast dtype, then upcast
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Position ids [B, T]: 0 at each row's first real token (left padding gets 0s)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def _chunk_logits(hidden, weight, bias, temperature: float, fp32: bool) -> torch.Tensor:
+    """Logits [c, V] float32 / temperature of hidden [c, H] (no autocast)."""
+    if fp32:
+        logits = fp32_linear(hidden, weight, bias)  # [c, V]
+    else:
+        with torch.autocast(hidden.device.type, enabled=False):
+            logits = F.linear(hidden, weight, bias).float()  # [c, V] in the inputs' dtype
+    return logits.div_(temperature)
+
+
+class _HeadTokenLogprobs(torch.autograd.Function):
+    """log softmax(h W^T + b / T) at the targets, chunk by chunk; the backward recomputes each
+    chunk's logits instead of keeping them. Entropy is an output without gradient."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, targets, temperature, chunk, fp32, want_entropy):
+        n = hidden.shape[0]
+        logp = torch.empty(n, dtype=torch.float32, device=hidden.device)  # [N]
+        lse = torch.empty_like(logp)  # [N] log Σ exp(logits) per position
+        entropy = torch.zeros(n if want_entropy else 0, dtype=torch.float32,
+                              device=hidden.device)  # [N] or [0]
+        for start in range(0, n, chunk):
+            end = min(n, start + chunk)
+            logits = _chunk_logits(hidden[start:end], weight, bias, temperature, fp32)  # [c, V]
+            lse_c = torch.logsumexp(logits, dim=-1)  # [c]
+            lse[start:end] = lse_c
+            logp_all = logits.sub_(lse_c[:, None])  # [c, V] log-softmax, in place
+            logp[start:end] = logp_all.gather(-1, targets[start:end, None]).squeeze(-1)
+            if want_entropy:
+                entropy[start:end] = -(logp_all.exp().mul_(logp_all)).sum(-1)  # [c]
+            del logits, logp_all
+        ctx.save_for_backward(hidden, weight, bias, targets, lse)
+        ctx.temperature, ctx.chunk, ctx.fp32 = temperature, chunk, fp32
+        ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    def backward(ctx, grad_logp, _grad_entropy):
+        hidden, weight, bias, targets, lse = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        w32 = weight.float()  # [V, H]: the parameter itself when it is float32
+        grad_h = (torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device)
+                  if need_h else None)  # [N, H]
+        grad_w = torch.zeros_like(w32) if need_w else None  # [V, H]
+        grad_b = torch.zeros_like(bias, dtype=torch.float32) if need_b else None  # [V]
+        for start in range(0, hidden.shape[0], ctx.chunk):
+            end = min(hidden.shape[0], start + ctx.chunk)
+            h_c, g_out = hidden[start:end], grad_logp[start:end, None]  # [c, H], [c, 1]
+            logits = _chunk_logits(h_c, weight, bias, ctx.temperature, ctx.fp32)  # [c, V]
+            # d log p_y / d logits = (onehot(y) - softmax) / T, times the incoming gradient
+            grad_logits = logits.sub_(lse[start:end, None]).exp_().mul_(-g_out)  # [c, V]
+            grad_logits.scatter_add_(1, targets[start:end, None], g_out)
+            grad_logits.div_(ctx.temperature)
+            if need_h:
+                grad_h[start:end] = grad_logits @ w32  # [c, H]
+            if need_w:
+                grad_w.addmm_(grad_logits.t(), h_c.float())  # [V, H]
+            if need_b:
+                grad_b += grad_logits.sum(0)  # [V]
+            del logits, grad_logits
+        return (grad_h.to(hidden.dtype) if need_h else None,
+                grad_w.to(weight.dtype) if need_w else None,
+                grad_b.to(bias.dtype) if need_b else None, None, None, None, None, None)
+
+
+def head_token_logprobs(
+    model, hidden: torch.Tensor, targets: torch.Tensor, *, fp32_lm_head: bool = True,
+    temperature: float = 1.0, chunk_tokens: int = 0, return_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log p(targets[n] | hidden[n]) [N] float32 (and the entropy [N], no graph) for hidden
+    states [N, H], `chunk_tokens` positions at a time (0 = all at once), memory-bounded in the
+    backward too (see the module docstring)."""
+    if chunk_tokens < 0:
+        raise ValueError(f"chunk_tokens must be >= 0 (0 = one chunk), got {chunk_tokens}")
+    head = model.get_output_embeddings()
+    weight, bias = head.weight, getattr(head, "bias", None)
+    if not fp32_lm_head:  # the head in the compute dtype: cast once, autograd maps grads back
+        dtype = (torch.get_autocast_dtype(hidden.device.type)
+                 if torch.is_autocast_enabled(hidden.device.type) else weight.dtype)
+        hidden, weight = hidden.to(dtype), weight.to(dtype)
+        bias = bias.to(dtype) if bias is not None else None
+    chunk = chunk_tokens or max(1, hidden.shape[0])
+    logp, entropy = _HeadTokenLogprobs.apply(hidden, weight, bias, targets, temperature, chunk,
+                                             fp32_lm_head, return_entropy)  # [N], [N] or [0]
+    return logp, (entropy if return_entropy else None)
 
 
 def sequence_logprobs(
@@ -68,17 +210,28 @@ def sequence_logprobs(
     fp32_lm_head: bool = True,
     temperature: float = 1.0,
     return_entropy: bool = False,
+    token_mask: torch.Tensor | None = None,
+    chunk_tokens: int = 0,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Log-probabilities [B, T] of the given tokens (and the entropy [B, T] if asked).
+    """Log-probabilities [B, T] float32 of the given tokens (and the entropy [B, T] if asked).
 
     out[:, t] scores input_ids[:, t] from logits at t-1; out[:, 0] = 0. Entries at padded
-    positions are meaningless: mask them with the loss mask. Differentiable (no no_grad here).
+    positions are meaningless: mask them with the loss mask. Differentiable (no no_grad here);
+    the entropy carries no graph. `token_mask` ([B, T] bool, False at t = 0) / `chunk_tokens`
+    select the memory-bounded head (module docstring); positions outside `token_mask` get 0.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     _check_supported(model)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
+    if token_mask is not None:
+        if token_mask.shape != input_ids.shape or token_mask.dtype != torch.bool:
+            raise ValueError(f"token_mask must be a bool tensor of shape {tuple(input_ids.shape)}"
+                             f", got {token_mask.dtype} {tuple(token_mask.shape)}")
+        if token_mask[:, 0].any():
+            raise ValueError("token_mask is True at position 0, which has no context to score "
+                             "it from; mask the first token out")
     out = model_body(model)(
         input_ids=input_ids,
         attention_mask=attention_mask,
@@ -86,13 +239,26 @@ def sequence_logprobs(
         use_cache=False,
     )
     hidden = out.last_hidden_state[:, :-1]  # [B, T-1, H] predicts tokens 1..T-1
-    logits = lm_head_logits(model, hidden, fp32_lm_head) / temperature  # [B, T-1, V]
-    logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V]
-    targets = input_ids[:, 1:].unsqueeze(-1)  # [B, T-1, 1]
-    token_logp = logp_all.gather(-1, targets).squeeze(-1)  # [B, T-1]
-    zeros = token_logp.new_zeros(token_logp.shape[0], 1)  # [B, 1]
-    logp = torch.cat([zeros, token_logp], dim=1)  # [B, T]
+    zeros = torch.zeros(input_ids.shape[0], 1, device=input_ids.device)  # [B, 1]
+    if token_mask is None and chunk_tokens == 0:
+        logits = lm_head_logits(model, hidden, fp32_lm_head) / temperature  # [B, T-1, V]
+        logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V] float32
+        targets = input_ids[:, 1:].unsqueeze(-1)  # [B, T-1, 1]
+        token_logp = logp_all.gather(-1, targets).squeeze(-1)  # [B, T-1]
+        logp = torch.cat([zeros, token_logp], dim=1)  # [B, T]
+        if not return_entropy:
+            return logp
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)  # [B, T-1]
+        return logp, torch.cat([zeros, entropy], dim=1)  # [B, T], [B, T]
+    selected = (token_mask[:, 1:] if token_mask is not None
+                else torch.ones_like(input_ids[:, 1:], dtype=torch.bool))  # [B, T-1]
+    token_logp, entropy = head_token_logprobs(
+        model, hidden[selected], input_ids[:, 1:][selected], fp32_lm_head=fp32_lm_head,
+        temperature=temperature, chunk_tokens=chunk_tokens, return_entropy=return_entropy,
+    )  # [N], [N]
+    placed = torch.zeros(selected.shape, device=input_ids.device)  # [B, T-1]
+    logp = torch.cat([zeros, placed.masked_scatter(selected, token_logp)], dim=1)  # [B, T]
     if not return_entropy:
         return logp
-    entropy = -(logp_all.exp() * logp_all).sum(-1)  # [B, T-1]
-    return logp, torch.cat([zeros, entropy], dim=1)  # [B, T], [B, T]
+    return logp, torch.cat([zeros, placed.masked_scatter(selected, entropy)], dim=1)

@@ -19,6 +19,19 @@ One optimizer step consumes the completions of B prompts × G samples. `assemble
 Group ids are the `group` numbers the trainer put in each request's tag: unique per issued
 prompt instance, so a prompt drawn twice in one batch forms two groups.
 
+Micro-batches (the trainer's forward/backward units; the advantages above are computed over
+the whole batch first, and the loss denominators too: `scalerl.rl.losses.LossNormalizer`):
+
+- `split_by_groups(batch, g)`: whole prompt groups, g at a time (in group order);
+- `split_by_tokens(batch, budget)`: sequences sorted by length (longest first, ties in row
+  order) and packed greedily while rows × longest <= budget tokens, so a micro-batch holds at
+  most `budget` padded (hence real) tokens and sequences of similar length share one, which
+  keeps right padding small; a prompt's samples may land in different micro-batches. A
+  sequence longer than the budget forms a micro-batch of its own (sequences are never split).
+
+Each micro-batch is trimmed to its own longest sequence; `padding_fraction(parts)` is the
+share of forwarded positions that are right padding.
+
 Deliberately left out: the verifier call itself (the trainer scores completions as they arrive
 so scoring overlaps generation) and the model forward (the trainer's job).
 """
@@ -35,7 +48,8 @@ from scalerl.rl.filters import zero_variance_stats
 from scalerl.rl.length_penalty import apply_length_penalty
 from scalerl.rollout.base import Completion
 
-__all__ = ["BatchStats", "TrainBatch", "assemble_batch", "split_by_groups"]
+__all__ = ["BatchStats", "TrainBatch", "assemble_batch", "padding_fraction", "split_by_groups",
+           "split_by_tokens"]
 
 
 @dataclasses.dataclass
@@ -57,6 +71,11 @@ class TrainBatch:
     def n_tokens(self) -> int:
         """Real (non-pad) tokens: what the trainer forwards and backpropagates (6·N each)."""
         return int(self.attention_mask.sum())
+
+    @property
+    def n_positions(self) -> int:
+        """Forwarded positions, padding included: N × L."""
+        return int(self.input_ids.numel())
 
     def to(self, device: torch.device | str) -> TrainBatch:
         return TrainBatch(**{f.name: getattr(self, f.name).to(device)
@@ -154,6 +173,15 @@ def _pad(
                       advantages.to(torch.float32), group_ids)
 
 
+def _take_rows(batch: TrainBatch, rows: torch.Tensor) -> TrainBatch:
+    """The given rows (bool mask [N] or indices), trimmed to their longest sequence."""
+    sub = TrainBatch(**{f.name: getattr(batch, f.name)[rows] for f in dataclasses.fields(batch)})
+    width = int(sub.attention_mask.sum(dim=1).max())
+    return dataclasses.replace(
+        sub, input_ids=sub.input_ids[:, :width], attention_mask=sub.attention_mask[:, :width],
+        loss_mask=sub.loss_mask[:, :width], gen_logprobs=sub.gen_logprobs[:, :width])
+
+
 def split_by_groups(batch: TrainBatch, groups_per_micro: int) -> list[tuple[TrainBatch, int]]:
     """Micro-batches of whole groups: [(micro_batch, n_groups_in_it)], in group order."""
     unique = torch.unique(batch.group_ids)  # [n_groups], sorted
@@ -162,12 +190,30 @@ def split_by_groups(batch: TrainBatch, groups_per_micro: int) -> list[tuple[Trai
     out = []
     for start in range(0, unique.numel(), groups_per_micro):
         chosen = unique[start:start + groups_per_micro]  # [g]
-        rows = torch.isin(batch.group_ids, chosen)  # [N] bool
-        width = int(batch.attention_mask[rows].sum(dim=1).max())
-        sub = TrainBatch(**{f.name: getattr(batch, f.name)[rows] for f in
-                            dataclasses.fields(batch)})
-        sub = dataclasses.replace(
-            sub, input_ids=sub.input_ids[:, :width], attention_mask=sub.attention_mask[:, :width],
-            loss_mask=sub.loss_mask[:, :width], gen_logprobs=sub.gen_logprobs[:, :width])
-        out.append((sub, int(chosen.numel())))
+        out.append((_take_rows(batch, torch.isin(batch.group_ids, chosen)), int(chosen.numel())))
     return out
+
+
+def split_by_tokens(batch: TrainBatch, max_tokens: int) -> list[TrainBatch]:
+    """Micro-batches of at most `max_tokens` padded tokens, longest sequences first (see the
+    module docstring)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    lengths = batch.attention_mask.sum(dim=1)  # [N]
+    order = torch.sort(lengths, descending=True, stable=True).indices.tolist()
+    parts, rows, width = [], [], 0
+    for row in order:
+        if rows and (len(rows) + 1) * width > max_tokens:  # sorted: `width` stays the longest
+            parts.append(_take_rows(batch, torch.tensor(rows)))
+            rows = []
+        if not rows:
+            width = int(lengths[row])
+        rows.append(row)
+    parts.append(_take_rows(batch, torch.tensor(rows)))
+    return parts
+
+
+def padding_fraction(parts: Sequence[TrainBatch]) -> float:
+    """Right padding / forwarded positions over the micro-batches (0 = no padding)."""
+    positions = sum(p.n_positions for p in parts)
+    return 1.0 - sum(p.n_tokens for p in parts) / positions if positions else 0.0

@@ -43,6 +43,23 @@ Completions without loss tokens (all-False mask rows, e.g. removed by the zero-v
 filter) and prompts without any count in no denominator; with no loss token at all the loss is
 a zero that is still connected to the graph (backward gives zero gradients).
 
+Micro-batches (and, later, data-parallel ranks): every denominator above is a property of the
+whole batch. `LossNormalizer.from_batch(mask, group_ids)` takes them once over the whole batch
+(each prompt's loss-token total over ALL its completions, the number of completions with loss
+tokens, of prompts, of tokens) and `compute_loss(..., normalizer=...)` then returns the
+micro-batch's *share* of the batch loss: Σ over its completions of their token sums divided
+by the batch denominators,
+
+    token:  Σ_i Σ_t ℓ_it / N_tokens
+    sample: Σ_i (Σ_t ℓ_it / |y_i|) / N_sequences
+    prompt: Σ_i Σ_t ℓ_it / (|y_prompt(i)| · N_prompts),  |y_p| = Σ_{g in p} |y_g| (whole batch)
+
+so the shares of any split of the batch into micro-batches (a prompt's completions may sit in
+different micro-batches; a completion may not be split) sum to the full-batch loss, and so do
+their gradients. The normaliser's fields are sums over completions, so ranks holding parts of
+one batch get the global one by an all-reduce (SUM) of `group_tokens` (over the same sorted
+`group_ids`, the batch's prompts) and `n_sequences`.
+
 Numerical safety: logprobs are cast to float32 before anything else, so ρ is formed in float32
 from log space even for bf16 inputs; positions with mask False are replaced by 0 *before* any
 arithmetic (garbage and −inf there can produce neither NaN values nor NaN gradients); the
@@ -70,6 +87,7 @@ __all__ = [
     "LOSS_KINDS",
     "LossConfig",
     "LossInputs",
+    "LossNormalizer",
     "LossOutput",
     "aggregate",
     "compute_loss",
@@ -122,6 +140,41 @@ class LossInputs:
     group_ids: torch.Tensor  # [B] long: one id per prompt, shared by its completions
 
 
+@dataclasses.dataclass(frozen=True)
+class LossNormalizer:
+    """Batch-wide denominators of the aggregation (see the module docstring)."""
+
+    group_ids: torch.Tensor  # [G] long, sorted unique prompt ids of the batch
+    group_tokens: torch.Tensor  # [G] float32: loss tokens of each prompt over all completions
+    n_sequences: int  # completions with at least one loss token
+
+    @property
+    def n_tokens(self) -> float:
+        return float(self.group_tokens.sum())
+
+    @property
+    def n_prompts(self) -> int:
+        return int((self.group_tokens > 0).sum())
+
+    @classmethod
+    def from_batch(cls, mask: torch.Tensor, group_ids: torch.Tensor) -> LossNormalizer:
+        """Denominators of a whole batch: loss mask [B, T] bool, group ids [B]."""
+        index, n_groups = group_index(group_ids)  # [B]
+        seq_count = mask.sum(dim=1).to(torch.float32)  # [B]
+        tokens = torch.zeros(n_groups, device=mask.device).index_add(0, index, seq_count)
+        return cls(torch.unique(group_ids), tokens, int((seq_count > 0).sum()))
+
+    def prompt_tokens(self, group_ids: torch.Tensor) -> torch.Tensor:
+        """|y_p| [B] of each completion's prompt, for group ids [B] of (part of) the batch."""
+        ids = self.group_ids.to(group_ids.device)
+        pos = torch.searchsorted(ids, group_ids).clamp(max=max(0, ids.numel() - 1))  # [B]
+        if ids.numel() == 0 or not torch.equal(ids[pos], group_ids):
+            missing = sorted(set(group_ids.tolist()) - set(ids.tolist()))
+            raise ValueError(f"group ids {missing[:5]} are not in the LossNormalizer: build it "
+                             "with LossNormalizer.from_batch over the whole batch")
+        return self.group_tokens.to(group_ids.device)[pos]
+
+
 @dataclasses.dataclass
 class LossOutput:
     loss: torch.Tensor  # [] float32, differentiable
@@ -168,14 +221,18 @@ def _check(x: LossInputs) -> None:
 
 
 def aggregate(
-    per_token: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor, aggregation: str
+    per_token: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor, aggregation: str,
+    normalizer: LossNormalizer | None = None,
 ) -> torch.Tensor:
-    """Reduce masked per-token losses [B, T] to a scalar (see the module docstring)."""
+    """Reduce masked per-token losses [B, T] to a scalar (see the module docstring): the loss
+    of these rows as a batch, or with `normalizer` their share of the normaliser's batch."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"aggregation={aggregation!r} is not one of {list(AGGREGATIONS)}")
     per_token = torch.where(mask, per_token, 0.0)  # [B, T]
     seq_sum = per_token.sum(dim=1)  # [B]
     seq_count = mask.sum(dim=1).to(per_token.dtype)  # [B]
+    if normalizer is not None:
+        return _share(seq_sum, seq_count, group_ids, aggregation, normalizer)
     if aggregation == "token":
         return seq_sum.sum() / seq_count.sum().clamp_min(1.0)
     if aggregation == "sample":
@@ -191,6 +248,20 @@ def aggregate(
     return (per_prompt * has).sum() / has.sum().clamp_min(1)
 
 
+def _share(seq_sum: torch.Tensor, seq_count: torch.Tensor, group_ids: torch.Tensor,
+           aggregation: str, norm: LossNormalizer) -> torch.Tensor:
+    """These rows' share of the batch loss: row sums [B] over the batch denominators."""
+    if aggregation == "token":
+        return seq_sum.sum() / max(norm.n_tokens, 1.0)
+    if aggregation == "sample":
+        return (seq_sum / seq_count.clamp_min(1.0)).sum() / max(norm.n_sequences, 1)
+    prompt_tokens = norm.prompt_tokens(group_ids).to(seq_sum.dtype)  # [B]
+    if bool((seq_count > prompt_tokens).any()):
+        raise ValueError("a completion has more loss tokens than its prompt's total in the "
+                         "LossNormalizer: build it over the batch these rows come from")
+    return (seq_sum / prompt_tokens.clamp_min(1.0)).sum() / max(norm.n_prompts, 1)
+
+
 def _clip_range(cfg: LossConfig) -> tuple[float, float]:
     if cfg.kind == "dapo":
         return cfg.eps_low, cfg.eps_high
@@ -199,8 +270,13 @@ def _clip_range(cfg: LossConfig) -> tuple[float, float]:
     return cfg.eps, cfg.eps  # grpo, ppo
 
 
-def compute_loss(inputs: LossInputs | Mapping[str, Any], cfg: LossConfig) -> LossOutput:
-    """Scalar loss (to minimise) and detached metrics for one micro-batch."""
+def compute_loss(inputs: LossInputs | Mapping[str, Any], cfg: LossConfig, *,
+                 normalizer: LossNormalizer | None = None) -> LossOutput:
+    """Scalar loss (to minimise) and detached metrics for one micro-batch.
+
+    Without `normalizer` the loss aggregates these rows as a batch of their own; with it, the
+    loss is their share of the normaliser's batch (module docstring). Metrics are always the
+    micro-batch's own."""
     x = _as_inputs(inputs)
     _check(x)
     mask = x.mask  # [B, T]
@@ -231,7 +307,7 @@ def compute_loss(inputs: LossInputs | Mapping[str, Any], cfg: LossConfig) -> Los
         per_token = -torch.minimum(unclipped, clipped_obj)  # [B, T]
         clipped = (clipped_obj < unclipped).detach()  # [B, T] clip branch active: no gradient
 
-    loss = aggregate(per_token, mask, x.group_ids, cfg.aggregation)
+    loss = aggregate(per_token, mask, x.group_ids, cfg.aggregation, normalizer)
     metrics = _metrics(ratio.detach(), surrogate_ratio.detach(), log_ratio.detach(), clipped,
                        x, cfg)
     metrics["loss"] = float(loss.detach())
