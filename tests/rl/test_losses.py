@@ -9,7 +9,7 @@ import torch
 
 from scalerl.config import ConfigError
 from scalerl.rl.advantages import compute_advantages
-from scalerl.rl.losses import LossConfig, LossInputs, compute_loss
+from scalerl.rl.losses import LossConfig, LossInputs, LossNormalizer, compute_loss
 
 # The worked batch: B = 3 completions, T = 3; rows 0 and 1 share prompt 0, row 2 is prompt 1.
 #   row 0: mask [T, T, F]  ρ = [1.5, 0.5]       log π = [-1.0, -2.0]       Â = +1
@@ -247,3 +247,58 @@ def test_input_errors():
         LossConfig(kind="kl")
     with pytest.raises(ConfigError, match="unknown key"):
         LossConfig.from_dict({"epsilon": 0.1})
+
+
+def _rows(x: LossInputs, rows: list[int]) -> LossInputs:
+    return LossInputs(x.logprobs[rows], x.gen_logprobs[rows], x.advantages[rows], x.mask[rows],
+                      x.group_ids[rows])
+
+
+def test_normalizer_of_the_worked_batch():
+    norm = LossNormalizer.from_batch(MASK, GROUPS)
+    assert norm.group_ids.tolist() == [0, 1] and norm.group_tokens.tolist() == [4.0, 3.0]
+    assert (norm.n_sequences, norm.n_prompts, norm.n_tokens) == (3, 2, 7.0)
+    torch.testing.assert_close(norm.prompt_tokens(torch.tensor([1, 0, 1])),
+                               torch.tensor([3.0, 4.0, 3.0]))
+    with pytest.raises(ValueError, match=r"group ids \[5\] are not in the LossNormalizer"):
+        norm.prompt_tokens(torch.tensor([0, 5]))
+
+
+# row 0 alone under every aggregation: its token mean, (1.5 + 1.0)/2 for cispo, etc.
+EXPECTED_ALONE = {"cispo": 1.25, "dapo": -0.89, "gspo": -math.sqrt(0.75)}
+
+
+@pytest.mark.parametrize("aggregation", ["prompt", "sample", "token"])
+@pytest.mark.parametrize("kind", ["cispo", "dapo", "gspo"])
+def test_shares_of_a_split_prompt_sum_to_the_batch_loss(kind, aggregation):
+    # Prompt 0 (rows 0, 1) split over two micro-batches {0} and {1, 2}. cispo by hand (row sums
+    # 2.5, -1.6, 7.45 over 2, 2, 3 tokens; prompt token totals 4 and 3 over the WHOLE batch):
+    #   prompt: 2.5/(4·2) = 0.3125  and  -1.6/(4·2) + 7.45/(3·2) = 1.0416667  -> 1.3541667
+    #   sample: 1.25/3    = 0.4166667 and (-0.8 + 2.4833333)/3 = 0.5611111   -> 0.9777778
+    #   token:  2.5/7     = 0.3571429 and 5.85/7 = 0.8357143                -> 1.1928571
+    cfg = LossConfig(kind=kind, aggregation=aggregation)
+    norm = LossNormalizer.from_batch(MASK, GROUPS)
+    whole = make_inputs()
+    full = compute_loss(whole, cfg)
+    full.loss.backward()
+    first, rest = make_inputs(), make_inputs()
+    shares = [compute_loss(_rows(first, [0]), cfg, normalizer=norm),
+              compute_loss(_rows(rest, [1, 2]), cfg, normalizer=norm)]
+    (shares[0].loss + shares[1].loss).backward()
+    torch.testing.assert_close(shares[0].loss + shares[1].loss, full.loss, atol=1e-6, rtol=0)
+    grad = torch.cat([first.logprobs.grad[:1], rest.logprobs.grad[1:]])  # [3, 3]
+    torch.testing.assert_close(grad, whole.logprobs.grad, atol=1e-7, rtol=0)
+    if kind == "cispo":
+        hand = {"prompt": (0.3125, 1.0416667), "sample": (0.4166667, 0.5611111),
+                "token": (0.3571429, 0.8357143)}[aggregation]
+        assert [s.loss.item() for s in shares] == pytest.approx(hand, rel=1e-6)
+    # without the normaliser a micro-batch is a batch of its own: {0} alone gives 2.5 / 2
+    alone = compute_loss(_rows(make_inputs(), [0]), cfg)
+    assert alone.loss.item() == pytest.approx(EXPECTED_ALONE[kind], rel=1e-6)
+
+
+
+def test_a_normalizer_from_another_batch_is_rejected():
+    norm = LossNormalizer.from_batch(MASK[:, :1], GROUPS)  # 1 token per row: prompt 0 has 2
+    with pytest.raises(ValueError, match="more loss tokens than its prompt's total"):
+        compute_loss(make_inputs(), LossConfig(aggregation="prompt"), normalizer=norm)
