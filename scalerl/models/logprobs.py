@@ -125,8 +125,15 @@ def _chunk_logits(hidden, weight, bias, temperature: float, fp32: bool) -> torch
     return logits.div_(temperature)
 
 
+def _upcast_once(hidden, weight, fp32: bool) -> bool:
+    """Whether the FP32 head would upcast a low-precision weight in every chunk (no out_dtype
+    mm for it): then each pass casts it to float32 once instead."""
+    return fp32 and weight.dtype != torch.float32 and not (
+        hidden.dtype == weight.dtype and mm_out_dtype_supported(weight.device.type))
+
+
 class _HeadTokenLogprobs(torch.autograd.Function):
-    """log softmax(h W^T + b / T) at the targets, chunk by chunk; the backward recomputes each
+    """log softmax((h W^T + b) / T) at the targets, chunk by chunk; the backward recomputes each
     chunk's logits instead of keeping them. Entropy is an output without gradient."""
 
     @staticmethod
@@ -136,9 +143,10 @@ class _HeadTokenLogprobs(torch.autograd.Function):
         lse = torch.empty_like(logp)  # [N] log Σ exp(logits) per position
         entropy = torch.zeros(n if want_entropy else 0, dtype=torch.float32,
                               device=hidden.device)  # [N] or [0]
+        w_logits = weight.float() if _upcast_once(hidden, weight, fp32) else weight  # [V, H]
         for start in range(0, n, chunk):
             end = min(n, start + chunk)
-            logits = _chunk_logits(hidden[start:end], weight, bias, temperature, fp32)  # [c, V]
+            logits = _chunk_logits(hidden[start:end], w_logits, bias, temperature, fp32)  # [c, V]
             lse_c = torch.logsumexp(logits, dim=-1)  # [c]
             lse[start:end] = lse_c
             logp_all = logits.sub_(lse_c[:, None])  # [c, V] log-softmax, in place
@@ -156,6 +164,7 @@ class _HeadTokenLogprobs(torch.autograd.Function):
         hidden, weight, bias, targets, lse = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
         w32 = weight.float()  # [V, H]: the parameter itself when it is float32
+        w_logits = w32 if _upcast_once(hidden, weight, ctx.fp32) else weight  # [V, H]
         grad_h = (torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device)
                   if need_h else None)  # [N, H]
         grad_w = torch.zeros_like(w32) if need_w else None  # [V, H]
@@ -163,7 +172,7 @@ class _HeadTokenLogprobs(torch.autograd.Function):
         for start in range(0, hidden.shape[0], ctx.chunk):
             end = min(hidden.shape[0], start + ctx.chunk)
             h_c, g_out = hidden[start:end], grad_logp[start:end, None]  # [c, H], [c, 1]
-            logits = _chunk_logits(h_c, weight, bias, ctx.temperature, ctx.fp32)  # [c, V]
+            logits = _chunk_logits(h_c, w_logits, bias, ctx.temperature, ctx.fp32)  # [c, V]
             # d log p_y / d logits = (onehot(y) - softmax) / T, times the incoming gradient
             grad_logits = logits.sub_(lse[start:end, None]).exp_().mul_(-g_out)  # [c, V]
             grad_logits.scatter_add_(1, targets[start:end, None], g_out)

@@ -174,3 +174,20 @@ def test_chunked_model_dtype_head_matches_the_reference(model):
         got = sequence_logprobs(model, ids, attention, fp32_lm_head=False,
                                 token_mask=loss_mask, chunk_tokens=3)
     torch.testing.assert_close(got[loss_mask], ref[loss_mask], atol=1e-6, rtol=0)
+
+
+def test_bf16_weights_chunked_fp32_head_matches_the_reference():
+    # A bf16 model (the weight cast to float32 once per pass): the same float32 head math as
+    # the reference, so the values agree to float32 rounding; gradients come back in bf16.
+    bf16 = build_tiny_model(ModelConfig(name="tiny-s", seed=3)).to(torch.bfloat16)
+    ids, attention, loss_mask = _batch()
+    ref = sequence_logprobs(bf16, ids, attention)
+    (ref * loss_mask).sum().backward()
+    ref_grad = bf16.lm_head.weight.grad.clone()
+    bf16.zero_grad(set_to_none=True)
+    got = sequence_logprobs(bf16, ids, attention, token_mask=loss_mask, chunk_tokens=4)
+    (got * loss_mask).sum().backward()
+    assert got.dtype == torch.float32 and bf16.lm_head.weight.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(got[loss_mask], ref[loss_mask], atol=1e-5, rtol=0)
+    torch.testing.assert_close(bf16.lm_head.weight.grad.float(), ref_grad.float(),
+                               atol=0.02 * float(ref_grad.abs().max()), rtol=0.01)
