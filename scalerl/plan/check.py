@@ -148,12 +148,12 @@ def _chunk_knob(inp: PlanInputs, available: int) -> str | None:
     return None
 
 
-def trainer_fixes(inp: PlanInputs, available: int) -> list[str]:
-    """Knob changes that make the trainer fit `available` bytes (module docstring): every
+def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | None]:
+    """(options, why none) for the trainer to fit `available` bytes (module docstring): every
     single change that suffices, then checkpointing + 2048-token log-prob chunks + the
-    largest micro-batch that fits with them."""
+    largest micro-batch that fits with them; when nothing does, the reason."""
     if _trainer_need(inp) <= available:
-        return []
+        return [], None
     options = [_chunk_knob(inp, available)]
     if not inp.gradient_checkpointing and \
             _trainer_need(inp.replace(gradient_checkpointing=True)) <= available:
@@ -174,13 +174,13 @@ def trainer_fixes(inp: PlanInputs, available: int) -> list[str]:
         options.append(" + ".join(changes + [_micro_knob(combo, combo_tokens)]))
     options = [o for o in options if o]
     if options:
-        return options
+        return options, None
     one = combo.replace(micro_batch_tokens=combo.seq_tokens)
-    return [f"even one sequence of {inp.seq_tokens:,} tokens ({', '.join(changes) or 'as set'}) "
+    return [], (f"even one sequence of {inp.seq_tokens:,} tokens ({', '.join(changes) or 'as set'}) "
             f"needs {_trainer_need(one) / GiB:.1f} GiB of {available / GiB:.1f} GiB available "
             "to the trainer: lower the generation length (max_new_tokens / sweep.gen_lens), "
             "free the device (generators on their own devices) or use a device with more "
-            "memory"]
+            "memory")
 
 
 # -- the check -----------------------------------------------------------------------------
@@ -230,29 +230,44 @@ def _kv_fix(inp: PlanInputs, max_seqs: int, length: int) -> str:
 
 
 def _device_fix(inp: PlanInputs, use: DeviceUse) -> str:
-    """Knobs for a device over capacity: the trainer's first, then the engines' share."""
+    """Knobs for a device over capacity, each checked to suffice: the trainer's, a smaller
+    vLLM share, the generators on their own devices (with the trainer's knobs if needed)."""
+    cap = use.capacity
     trainer = sum(t.bytes for t in use.terms if t.process == "trainer")
     engines = len({t.process for t in use.terms if t.process != "trainer"})
     others = use.need - trainer
-    hints = trainer_fixes(inp, use.capacity - others) if trainer else []
-    if engines and inp.engine == "vllm":
-        free = use.capacity - trainer
-        if inp.vllm_kv_cache_bytes:
-            room = (free - (others - inp.vllm_kv_cache_bytes * engines)) // engines
-            if room > 0:
-                hints.append(f"vllm_kv_cache_mb: lower to <= {room // MiB:,}")
-        else:
-            share = (free - inp.process_overhead_bytes * engines) / (engines * use.capacity)
-            if share > 0:
-                hints.append(f"vllm_gpu_memory_utilization: lower to <= "
-                             f"{int(share * 100) / 100:.2f} (if the KV cache it leaves still "
-                             "holds max_model_len)")
+    fixes, why = trainer_fixes(inp, cap - others) if trainer else ([], None)
+    if engines and inp.engine == "vllm" and trainer < cap:
+        fixes += _vllm_share_fix(inp, cap - trainer, engines, others)
     if engines and inp.engine == "hf":
-        hints.append("gen_batch: lower it (the HF engine's KV cache grows with it)")
+        fixes.append("gen_batch: lower it (the HF engine's KV cache grows with it)")
     if trainer and engines and inp.pipeline:
-        hints.append(f"give the train job >= {1 + inp.generators} devices (each generator on "
-                     "its own; sweep: resources.train.gpu)")
-    return "; or ".join(hints) or "use a device with more memory"
+        move = f"give the train job >= {1 + inp.generators} devices (each generator on its own)"
+        if trainer <= cap:
+            fixes.append(move)
+        elif not fixes:  # only with the device to itself can the trainer fit
+            alone, why_alone = trainer_fixes(inp, cap)
+            fixes += [f"{option} + {move}" for option in alone]
+            why = why_alone
+    return "; or ".join(fixes) or why or "use a device with more memory"
+
+
+def _vllm_share_fix(inp: PlanInputs, free: int, engines: int, others: int) -> list[str]:
+    """A smaller vLLM KV size / utilisation that fits `free` and still holds max_model_len."""
+    if inp.vllm_kv_cache_bytes:
+        kv = (free - (others - inp.vllm_kv_cache_bytes * engines)) // engines
+        if kv > 0 and kv_capacity_tokens(inp, kv) >= inp.max_model_len:
+            return [f"vllm_kv_cache_mb: lower to <= {kv // MiB:,}"]
+        return []
+    share = int(100 * (free - inp.process_overhead_bytes * engines)
+                / (engines * inp.device_memory_bytes)) / 100
+    if share <= 0:
+        return []
+    smaller = inp.replace(vllm_gpu_memory_utilization=share)
+    if kv_capacity_tokens(smaller, max(0, vllm_kv_bytes(smaller, inp.gen_batch))) >= \
+            inp.max_model_len:
+        return [f"vllm_gpu_memory_utilization: lower to <= {share:.2f}"]
+    return []
 
 
 def check_fits(inp: PlanInputs, title: str = "run") -> PlanReport:

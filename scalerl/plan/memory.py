@@ -14,7 +14,7 @@ Trainer (one process; `trainer_terms`):
   weight once per forward and the matmul keeps the copy for backward), plus V*h*c for the head
   when it is not computed in fp32.
 - fp32 LM-head copies when the head runs in fp32 and p != 4: 2*V*h*4 (weight.float() and the
-  gradient of that copy).
+  gradient of that copy), alive during the head's backward (below).
 - activations saved for backward, per token and layer (transformers Llama/Qwen3 block with
   SDPA, no dropout, RMSNorm, SwiGLU, GQA; counted tensor by tensor after Korthikanti et al.
   2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1, whose 34*h
@@ -34,19 +34,23 @@ Trainer (one process; `trainer_terms`):
   flash / memory-efficient SDPA has no other s^2 term. Outside the layers, per token:
   final norm 4h + p*h, the body output p*h, the head input 4h (fp32 head, p != 4), RoPE
   tables 8*head_dim / r and 64 bytes of batch and loss tensors.
-  Without checkpointing the micro-batch keeps t*(L*A + outside) and backward adds a working
-  set of t*(c*i + 3*p*h); with gradient checkpointing it keeps t*(L*p*h + s + outside) (layer
-  inputs and the boolean mask) and backward recomputes one layer: + t*(A + c*i + 3*p*h).
-  These per-token figures match, byte for byte, live-tensor measurements of transformers'
-  Llama on CPU in float32 (`benchmarks/bench_plan.py`); CUDA kernels' workspaces and the
-  allocator's fragmentation are not in them (the process margin covers them; an estimate).
-- log-probabilities: 16*C*V for C = min(logprob_chunk_tokens or t, t) tokens at a time: four
-  float32 [C, V] tensors live at the peak of backward (logits, log-softmax, the entropy's
-  exp, their gradient; measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`).
+  Kept for backward: t*(L*A + outside) without checkpointing, t*(L*p*h + s + outside) with
+  it (layer inputs and the 1-byte boolean mask).
+- backward peak on top of that, the larger of (they never overlap):
+  the head's backward: 16*C*V for C = min(logprob_chunk_tokens or t, t) tokens at a time
+  (four float32 [C, V] tensors: logits, log-softmax, the entropy's exp, their gradient;
+  measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`) + the fp32 head copies;
+  one layer's backward: t*(c*i + 3*p*h) of gradients (measured), + t*A with checkpointing
+  (the layer is recomputed first).
+  `benchmarks/bench_plan.py` measures the live tensors of this path on CPU (tiny Llama and
+  Qwen3-shaped models, float32 and bfloat16, with and without checkpointing): the estimate is
+  within -5%..+4% of the measurement, and the per-layer terms match byte for byte in float32.
+  CUDA kernels' workspaces and allocator fragmentation are not in it (the process margin
+  stands for them: an estimate).
 - process margin (CUDA context, cuBLAS workspaces, allocator slack): a fixed estimate.
 
-Peak = margin + weights + grads + AdamW + max(step temporaries, copies + activations +
-log-probabilities).
+Peak = margin + weights + grads + AdamW + max(step temporaries, copies + kept activations +
+backward peak).
 
 Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV per token:
 
@@ -78,8 +82,8 @@ import dataclasses
 from scalerl.config import Config, field_
 from scalerl.plan.arch import ModelArch
 
-__all__ = ["DTYPE_BYTES", "GiB", "PlanInputs", "Term", "generator_terms", "kv_capacity_tokens",
-           "trainer_terms"]
+__all__ = ["DTYPE_BYTES", "GiB", "PlanInputs", "Term", "backward_peak_bytes", "generator_terms",
+           "kept_activation_bytes", "kv_capacity_tokens", "trainer_terms"]
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -224,22 +228,44 @@ def backward_working_bytes(inp: PlanInputs) -> int:
             + 3 * DTYPE_BYTES[inp.param_dtype] * a.hidden)
 
 
-def activation_bytes(inp: PlanInputs) -> int:
-    """Peak activation bytes of one micro-batch (with or without checkpointing)."""
+def kept_activation_bytes(inp: PlanInputs) -> int:
+    """Bytes one micro-batch keeps for backward: every layer's set, or (checkpointing) each
+    layer's input and the boolean mask; plus the terms outside the layers."""
     t, a = inp.micro_tokens, inp.arch
-    layer, outside, work = (layer_activation_bytes(inp), outside_activation_bytes(inp),
-                            backward_working_bytes(inp))
     if inp.gradient_checkpointing:
         kept = a.layers * DTYPE_BYTES[inp.param_dtype] * a.hidden
         kept += inp.seq_tokens if inp.padded_rows else 0  # the boolean mask, 1 byte
-        return t * (kept + outside + layer + work)
-    return t * (a.layers * layer + outside + work)
+    else:
+        kept = a.layers * layer_activation_bytes(inp)
+    return t * (kept + outside_activation_bytes(inp))
 
 
 def logprob_bytes(inp: PlanInputs) -> int:
     """float32 [C, V] tensors of the chunked (or whole) LM head + log-softmax."""
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
     return LOGPROB_LIVE_COPIES * 4 * chunk * inp.arch.vocab
+
+
+def head_copy_bytes(inp: PlanInputs) -> int:
+    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4)."""
+    fp32_copy = inp.fp32_lm_head and DTYPE_BYTES[inp.param_dtype] != 4
+    return 2 * inp.arch.vocab * inp.arch.hidden * 4 if fp32_copy else 0
+
+
+def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
+    """(bytes, what) on top of the kept activations: the head's backward (log-prob tensors,
+    fp32 head copies) or one layer's backward (recomputed first with checkpointing), which
+    never overlap."""
+    layer = backward_working_bytes(inp)
+    layer += layer_activation_bytes(inp) if inp.gradient_checkpointing else 0
+    layer *= inp.micro_tokens
+    head = logprob_bytes(inp) + head_copy_bytes(inp)
+    chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
+    if head >= layer:
+        what = f"log-probs: {chunk:,} tokens x V x 4 x {LOGPROB_LIVE_COPIES}"
+        return head, what + (" + fp32 head copies" if head_copy_bytes(inp) else "")
+    recompute = "recomputed " if inp.gradient_checkpointing else ""
+    return layer, f"one {recompute}layer's backward ({inp.micro_tokens:,} tokens)"
 
 
 def trainer_terms(inp: PlanInputs) -> list[Term]:
@@ -256,15 +282,13 @@ def trainer_terms(inp: PlanInputs) -> list[Term]:
     ]
     copies = a.layers * a.layer_params() * c if c != p else 0
     copies += a.vocab * a.hidden * c if c != p and not inp.fp32_lm_head else 0
-    head = 2 * a.vocab * a.hidden * 4 if inp.fp32_lm_head and p != 4 else 0
-    act, logp = activation_bytes(inp), logprob_bytes(inp)
     ckpt = "with" if inp.gradient_checkpointing else "without"
-    chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
+    peak, what = backward_peak_bytes(inp)
     during_step = [
         Term("trainer", f"{inp.compute_dtype} weight copies (autocast)", copies),
-        Term("trainer", "fp32 LM-head weight + grad copies", head),
-        Term("trainer", f"activations: {inp.micro_tokens:,} tokens, {ckpt} checkpointing", act),
-        Term("trainer", f"log-probs: {chunk:,} tokens x V x 4 x {LOGPROB_LIVE_COPIES}", logp),
+        Term("trainer", f"activations kept: {inp.micro_tokens:,} tokens, {ckpt} "
+             "checkpointing", kept_activation_bytes(inp)),
+        Term("trainer", f"backward peak: {what}", peak),
     ]
     optimizer_temp = n * p
     if optimizer_temp > sum(t.bytes for t in during_step):
