@@ -105,7 +105,7 @@ class PlanReport:
         if detail:
             for use in self.devices:
                 lines += ["", f"  {use.device} ({use.stage}):"]
-                lines += [f"    {t.process:<11} {t.label:<62} {t.bytes / GiB:>8.2f}"
+                lines += [f"    {t.process:<11} {t.bytes / GiB:>9.2f} GiB  {t.label}"
                           for t in use.terms]
         lines += [""] + [f"  note: {n}" for n in self.notes]
         lines.append(f"  verdict: {'fits' if self.fits else 'DOES NOT FIT'}")
@@ -191,7 +191,8 @@ def _generator_problems(inp: PlanInputs, max_seqs: int, where: str) -> tuple[lis
     if s > a.max_positions:
         problems.append(f"{where}: prompt + generation = {s:,} tokens exceed the model's "
                         f"context {a.max_positions:,}: lower max_new_tokens (sweep.gen_lens) "
-                        "or the prompt length")
+                        f"or the longest prompt (prompt_tokens {inp.prompt_tokens:,}: "
+                        "scalerl plan --prompt-tokens)")
     if inp.engine != "vllm":
         return problems, notes
     if inp.vllm_max_model_len and inp.vllm_max_model_len < s:
