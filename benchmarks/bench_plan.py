@@ -5,12 +5,14 @@ Qwen3-shaped model with GQA, q/k norms and head_dim != hidden/heads), with and w
 gradient checkpointing, this runs the trainer's forward/backward path
 (`scalerl.models.logprobs.sequence_logprobs` with the float32 head and the entropy, a masked
 sum as the loss, backward) on right-padded rows, and measures the peak of live tensor bytes
-created during it: a `TorchDispatchMode` counts every storage an aten op returns (views
-deduplicated, weights and gradient buffers excluded because they exist before) and subtracts it
-when its storage is freed. That is what `torch.cuda.max_memory_allocated` would show minus
+created during it (`scalerl.plan.measure.LiveBytes`: every storage an aten op returns, views
+deduplicated, weights and gradient buffers excluded because they exist before, subtracted when
+freed). That is what `torch.cuda.max_memory_allocated` would show minus
 the static terms; allocator caching and fragmentation are not in it. It prints the planner's
 figure (`kept_activation_bytes + backward_peak_bytes`: the trainer's terms without weights,
-gradients, AdamW and margin) next to the measurement and the parameter count next to `ModelArch.n_params`.
+gradients, AdamW and margin) next to the measurement and the parameter count next to `ModelArch.n_params`; first, the bytes
+per token one decoder layer keeps after the forward (2 layers minus 1) next to
+`layer_activation_bytes`.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_plan.py [--tokens 256 --rows 4]
 
@@ -21,41 +23,6 @@ CPU check only. Deliberately left out: vLLM (its memory is an estimate the plann
 from __future__ import annotations
 
 import argparse
-import weakref
-
-
-def live_bytes_mode(exclude):
-    """A dispatch mode recording the peak bytes of storages created inside it."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
-
-    class LiveBytes(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.live, self.peak = 0, 0
-            self.seen = {id(s) for s in exclude}
-
-        def _freed(self, key: int, nbytes: int) -> None:
-            self.seen.discard(key)
-            self.live -= nbytes
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for tensor in tree_leaves(out):
-                if not isinstance(tensor, torch.Tensor):
-                    continue
-                storage = tensor.untyped_storage()
-                key = id(storage)
-                if key in self.seen or storage.nbytes() == 0:
-                    continue
-                self.seen.add(key)
-                self.live += storage.nbytes()
-                weakref.finalize(storage, self._freed, key, storage.nbytes())
-            self.peak = max(self.peak, self.live)
-            return out
-
-    return LiveBytes()
 
 
 def models():
@@ -85,6 +52,7 @@ def measure(hf_config, dtype, checkpointing: bool, rows: int, tokens: int) -> tu
     from transformers import AutoModelForCausalLM
 
     from scalerl.models.logprobs import sequence_logprobs
+    from scalerl.plan.measure import LiveBytes
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(hf_config, dtype=dtype, attn_implementation="sdpa")
@@ -98,12 +66,38 @@ def measure(hf_config, dtype, checkpointing: bool, rows: int, tokens: int) -> tu
     ids = torch.randint(0, hf_config.vocab_size, (rows, tokens))  # [R, T]
     mask = torch.ones(rows, tokens, dtype=torch.long)  # [R, T]
     mask[1:, tokens // 2:] = 0  # right padding, as scalerl.rl.batch pads
-    with live_bytes_mode(exclude) as mode:
+    with LiveBytes(exclude) as mode:
         logp, entropy = sequence_logprobs(model, ids, mask, fp32_lm_head=True,
                                           return_entropy=True)  # [R, T], [R, T]
         (logp * mask).sum().backward()
         del logp, entropy
     return mode.peak, sum(p.numel() for p in model.parameters())
+
+
+def per_layer_measured(hf_config, rows: int, tokens: int) -> float:
+    """Bytes per token one more decoder layer keeps after the forward (float32, padded)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from scalerl.plan.measure import LiveBytes
+
+    kept = []
+    for layers in (1, 2):
+        fields = {k: v for k, v in hf_config.to_dict().items() if k != "layer_types"}
+        cfg = hf_config.__class__(**{**fields, "num_hidden_layers": layers})
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32,
+                                                 attn_implementation="sdpa").train()
+        exclude = [t.untyped_storage() for t in (*model.parameters(), *model.buffers())]
+        ids = torch.randint(0, cfg.vocab_size, (rows, tokens))  # [R, T]
+        mask = torch.ones(rows, tokens, dtype=torch.long)  # [R, T]
+        mask[1:, tokens // 2:] = 0
+        with LiveBytes(exclude) as mode:
+            hidden = model.base_model(input_ids=ids, attention_mask=mask,
+                                      use_cache=False).last_hidden_state  # [R, T, H]
+            kept.append(mode.live)
+            del hidden
+    return (kept[1] - kept[0]) / (rows * tokens)
 
 
 def predicted(arch, dtype: str, checkpointing: bool, rows: int, tokens: int) -> int:
@@ -126,6 +120,15 @@ def main() -> int:
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"{args.rows} rows x {args.tokens} tokens, right-padded, fp32 head + entropy")
+    from scalerl.plan.memory import PlanInputs, layer_activation_bytes
+
+    for label, hf_config, arch in models():
+        inp = PlanInputs(arch=arch, prompt_tokens=args.tokens // 2,
+                         generation_tokens=args.tokens - args.tokens // 2)
+        print(f"{label:<11} one layer, float32: measured "
+              f"{per_layer_measured(hf_config, args.rows, args.tokens):,.0f} B/token, "
+              f"plan {layer_activation_bytes(inp):,} B/token")
+    print()
     print(f"{'model':<11} {'dtype':<9} {'ckpt':<5} {'params':>10} {'plan params':>11} "
           f"{'measured MiB':>12} {'plan MiB':>9} {'plan/meas':>9}")
     for label, hf_config, arch in models():

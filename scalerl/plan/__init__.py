@@ -6,9 +6,10 @@
 - `scalerl.plan.adapters`: run.yaml / sweep config -> PlanInputs, and `preflight` for
   `scalerl train`.
 - `scalerl.plan.cli`: `scalerl plan --config RUN_OR_SWEEP.yaml --gpu-mem 80GB`.
+- `scalerl.plan.measure`: `LiveBytes`, live tensor bytes of real code (checks the formulas).
 
-Deliberately left out: measuring anything on a device; the planner is arithmetic over the
-configs, so it runs anywhere in well under a second per run.
+Deliberately left out: measuring the device while planning; the planner is arithmetic over
+the configs, so it runs anywhere in well under a second per run.
 """
 
 from scalerl.plan.adapters import (

@@ -20,13 +20,15 @@ Trainer (one process; `trainer_terms`):
   2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1, whose 34*h
   for a GPT block assumes dropout, GeLU and LayerNorm):
 
-      A = 2*(4h + p*h)          two RMSNorms: fp32 upcast of the input, normalised value
+      A = 2*(4h + p*h + 4)      two RMSNorms: fp32 upcast of the input, normalised value,
+                                fp32 rsqrt
         + c*(2h + i)            inputs of the q/k/v, gate/up and down projections
         + c*(2q + 2k') + 4*heads  SDPA saves q, k, v, out (o_proj reads out in place) + lse;
                                 k' = q when a padding mask is passed (transformers then
                                 repeats K/V to every head), else k
         + 3*c*i                 gate, SiLU and up outputs
-        + (4 + c)*(q + k)       Qwen3 q_norm/k_norm (fp32 upcast, normalised value)
+        + (4 + c)*(q + k)       Qwen3 q_norm/k_norm (fp32 upcast, normalised value,
+          + 4*(heads + kv_heads)  rsqrt per head)
         + c*s                   padded rows: SDPA turns the boolean mask into a float bias
                                 [r, 1, s, s] and keeps it for backward in every layer
         + heads*s*(4 + c)       eager attention only (probabilities fp32 + compute copy)
@@ -203,8 +205,8 @@ def layer_activation_bytes(inp: PlanInputs) -> int:
     h, q, k, i, s = a.hidden, a.q_width, a.kv_width, a.intermediate, inp.seq_tokens
     p, c = DTYPE_BYTES[inp.param_dtype], DTYPE_BYTES[inp.compute_dtype]
     masked = inp.padded_rows
-    total = 2 * (4 * h + p * h) + c * (2 * h + i) + 3 * c * i
-    total += (4 + c) * (q + k) if a.qk_norm else 0
+    total = 2 * (4 * h + p * h + 4) + c * (2 * h + i) + 3 * c * i
+    total += (4 + c) * (q + k) + 4 * (a.heads + a.kv_heads) if a.qk_norm else 0
     if inp.attention == "eager":  # q, k, v repeated, out copied for o_proj, probabilities
         return total + 4 * c * q + a.heads * s * (4 + c)
     total += c * (2 * q + 2 * (q if masked else k)) + 4 * a.heads

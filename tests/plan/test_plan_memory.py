@@ -27,21 +27,21 @@ def inputs(**changes) -> PlanInputs:
 
 
 def test_layer_bytes_per_token_by_hand():
-    # fp32: norms 2*(4*8 + 4*8) = 128, projection inputs 4*(2*8 + 16) = 128, SwiGLU 3*4*16
-    # = 192, q/k norms (4 + 4)*(8 + 4) = 96, SDPA 4*(2*8 + 2*8) + 4*2 = 136 (K/V repeated
-    # to q width under a padding mask), float mask bias 4*16 = 64
-    assert layer_activation_bytes(inputs()) == 744
+    # fp32: norms 2*(4*8 + 4*8 + 4) = 136, projection inputs 4*(2*8 + 16) = 128, SwiGLU
+    # 3*4*16 = 192, q/k norms (4 + 4)*(8 + 4) + 4*(2 + 1) = 108, SDPA 4*(2*8 + 2*8) + 4*2 =
+    # 136 (K/V repeated to q width under a padding mask), float mask bias 4*16 = 64
+    assert layer_activation_bytes(inputs()) == 764
     # no padding: K/V keep their width 4 -> SDPA 4*(2*8 + 2*4) + 8 = 104, no mask bias
-    assert layer_activation_bytes(inputs(padded_rows=False)) == 744 - 136 - 64 + 104
-    # bfloat16: norms 2*(32 + 16) + 2*32 + 2*48 + (4 + 2)*12 + (2*32 + 8) + 2*16
+    assert layer_activation_bytes(inputs(padded_rows=False)) == 764 - 136 - 64 + 104
+    # bfloat16: norms 2*(32 + 16 + 4) + 2*32 + 2*48 + (4 + 2)*12 + 12 + (2*32 + 8) + 2*16
     assert layer_activation_bytes(inputs(param_dtype="bfloat16",
-                                         compute_dtype="bfloat16")) == 432
+                                         compute_dtype="bfloat16")) == 452
 
 
 def test_kept_activations_with_and_without_checkpointing():
     # outside the layers: final norm 4*8 + 4*8, body output 4*8, RoPE 8*4 / 4 rows, loss 64
     assert outside_activation_bytes(inputs()) == 96 + 8 + 64
-    assert kept_activation_bytes(inputs()) == 64 * (2 * 744 + 168)
+    assert kept_activation_bytes(inputs()) == 64 * (2 * 764 + 168)
     # checkpointing keeps each layer's input (4*8) and the boolean mask (16 bytes/token)
     assert kept_activation_bytes(inputs(gradient_checkpointing=True)) == 64 * (2 * 32 + 16 + 168)
 
@@ -53,9 +53,9 @@ def test_log_prob_chunks_and_backward_peak():
     # one layer's backward: 64 tokens x (c*i + 3*p*h = 64 + 96); larger than a 16-token chunk
     peak, what = backward_peak_bytes(inputs(logprob_chunk_tokens=16))
     assert (peak, what.startswith("one layer")) == (64 * 160, True)
-    # with checkpointing the layer is recomputed first: + its 744 bytes per token
+    # with checkpointing the layer is recomputed first: + its 764 bytes per token
     peak, _ = backward_peak_bytes(inputs(logprob_chunk_tokens=16, gradient_checkpointing=True))
-    assert peak == 64 * (160 + 744)
+    assert peak == 64 * (160 + 764)
 
 
 def test_mixed_precision_static_terms():
@@ -91,3 +91,43 @@ def test_vllm_kv_from_the_utilisation_by_hand():
     head = 10 * 8 * 4  # fp32 head cast of a bfloat16 head
     assert vllm_kv_bytes(inp, 8) == GiB // 2 - weights - forward - sampler - head
     assert vllm_kv_bytes(inp.replace(vllm_kv_cache_bytes=12345), 8) == 12345
+
+
+def _forward_kept_bytes(hf_config, rows: int, tokens: int) -> int:
+    """Live bytes a real transformers body keeps after a padded float32 forward."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from scalerl.plan.measure import LiveBytes
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(hf_config, dtype=torch.float32,
+                                             attn_implementation="sdpa").train()
+    exclude = [t.untyped_storage() for t in (*model.parameters(), *model.buffers())]
+    ids = torch.randint(0, hf_config.vocab_size, (rows, tokens))  # [R, T]
+    mask = torch.ones(rows, tokens, dtype=torch.long)  # [R, T]
+    mask[1:, tokens // 2:] = 0  # right padding
+    with LiveBytes(exclude) as mode:
+        out = model.base_model(input_ids=ids, attention_mask=mask, use_cache=False)
+        kept = mode.live
+        del out
+    return kept
+
+
+def test_layer_bytes_equal_a_measured_qwen3_layer():
+    """One more Qwen3 layer (GQA, q/k norms, head_dim != hidden/heads) keeps exactly A."""
+    from transformers import Qwen3Config
+
+    from scalerl.plan.arch import arch_from_hf_config
+
+    def config(layers):
+        return Qwen3Config(vocab_size=64, hidden_size=64, num_hidden_layers=layers,
+                           num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                           intermediate_size=96, tie_word_embeddings=True)
+
+    rows, tokens = 2, 64
+    per_token = (_forward_kept_bytes(config(2), rows, tokens)
+                 - _forward_kept_bytes(config(1), rows, tokens)) / (rows * tokens)
+    inp = PlanInputs(arch=arch_from_hf_config(config(2).to_dict(), "q"), prompt_tokens=32,
+                     generation_tokens=32)
+    assert per_token == layer_activation_bytes(inp)
