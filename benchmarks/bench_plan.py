@@ -10,9 +10,9 @@ deduplicated, weights and gradient buffers excluded because they exist before, s
 freed). That is what `torch.cuda.max_memory_allocated` would show minus
 the static terms; allocator caching and fragmentation are not in it. It prints the planner's
 figure (`kept_activation_bytes + backward_peak_bytes`: the trainer's terms without weights,
-gradients, AdamW and margin) next to the measurement and the parameter count next to `ModelArch.n_params`; first, the bytes
-per token one decoder layer keeps after the forward (2 layers minus 1) next to
-`layer_activation_bytes`.
+gradients, AdamW and margin) next to the measurement and the parameter count next to
+`ModelArch.n_params`; first, the bytes per token one decoder layer keeps after the forward
+(2 layers minus 1) next to `layer_activation_bytes`.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_plan.py [--tokens 256 --rows 4]
 

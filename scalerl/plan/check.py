@@ -176,11 +176,12 @@ def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | Non
     if options:
         return options, None
     one = combo.replace(micro_batch_tokens=combo.seq_tokens)
-    return [], (f"even one sequence of {inp.seq_tokens:,} tokens ({', '.join(changes) or 'as set'}) "
-            f"needs {_trainer_need(one) / GiB:.1f} GiB of {available / GiB:.1f} GiB available "
+    tried = " + ".join(changes) or "as set"
+    return [], (f"even one sequence of {inp.seq_tokens:,} tokens ({tried}) needs "
+            f"{_trainer_need(one) / GiB:.1f} GiB of {available / GiB:.1f} GiB available "
             "to the trainer: lower the generation length (max_new_tokens / sweep.gen_lens), "
-            "free the device (generators on their own devices) or use a device with more "
-            "memory")
+            "free the device (generators on their own devices), lower param_dtype or use a "
+            "device with more memory")
 
 
 # -- the check -----------------------------------------------------------------------------
