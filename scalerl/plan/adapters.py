@@ -1,0 +1,224 @@
+"""From run configs to `PlanInputs`, and the trainer's preflight check.
+
+- `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
+  Fields the trainer and engine do not have yet (`param_dtype`, `compute_dtype`,
+  `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`, `vllm_*`) are read
+  with `.get(name, default)`; the defaults are today's behaviour (the model dtype everywhere,
+  whole micro-batch log-probs, `train_micro_batch` groups, no checkpointing, the EngineConfig
+  defaults, vLLM in eager mode).
+- `plan_inputs_from_sweep(runs, models, ...)`: the same for a list of run mappings whose
+  `model` labels `models` maps to (architecture, dtype).
+- `expand_sweep_locally(cfg)`: MINIMAL LOCAL STAND-IN for the sweep expansion of
+  workflow/rules/common.smk (`expand_sweep` + `run_config`), to be replaced by `scalerl.sweep`
+  when that module lands. It reads only what memory depends on and fills the schema defaults.
+- `preflight(run_cfg, model, device_mem_bytes)`: what `scalerl train` calls before any work;
+  raises `PlanError` (a ConfigError) naming every problem and knob, returns None on CPU.
+
+Deliberately left out: validation of the sweep config (the workflow's schema does that) and
+prompt lengths measured on the prompt set (`prompt_tokens` is a stated assumption).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scalerl.config import ConfigError, _deep_merge
+from scalerl.plan.arch import ModelArch, resolve_arch, tiny_arch
+from scalerl.plan.check import PlanReport, check_fits
+from scalerl.plan.memory import MiB, PlanInputs
+
+__all__ = ["DEFAULT_PROMPT_TOKENS", "PLANNED_RUN_KEYS", "PlanError", "SweepRuns",
+           "arch_of_model_config", "expand_sweep_locally", "is_sweep_config", "model_dtype_of",
+           "plan_inputs_from_run", "plan_inputs_from_sweep", "preflight"]
+
+DEFAULT_PROMPT_TOKENS = 1024
+# Run keys the planner reads before RunConfig has them (the trainer/engine work in progress).
+PLANNED_RUN_KEYS = ("param_dtype", "compute_dtype", "logprob_chunk_tokens", "micro_batch_tokens",
+                    "gradient_checkpointing", "vllm_gpu_memory_utilization", "vllm_kv_cache_mb",
+                    "vllm_max_model_len", "vllm_enforce_eager")
+
+
+class PlanError(ConfigError):
+    """The run does not fit its devices; the message names each problem and its knob."""
+
+
+def _defaults(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING}
+
+
+def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
+                         device_memory_bytes: int, devices: int = 1,
+                         model_dtype: str = "float32",
+                         prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> PlanInputs:
+    """PlanInputs of a RunConfig-shaped mapping (missing keys: RunConfig defaults)."""
+    from scalerl.rl.run_config import RecipeSpec, RunConfig
+    from scalerl.rollout.config import EngineConfig
+
+    known = {k: v for k, v in run.items() if k not in PLANNED_RUN_KEYS}
+    RunConfig.from_dict(known)  # typos and bad values fail here, naming the key
+    run = {**_defaults(RunConfig), **dict(run)}
+    engine = _defaults(EngineConfig)
+    spec = run.get("recipe") or {}
+    recipe = (spec if isinstance(spec, RecipeSpec) else RecipeSpec.from_dict(spec)).build()
+    cap = recipe.max_new_tokens  # as scalerl.rl.trainer._generation_cap:
+    if recipe.length_control == "interruption":  # + the inserted text, tokens <= UTF-8 bytes
+        cap = run.get("max_new_tokens") or cap + len(recipe.interruption_text.encode())
+    elif run.get("max_new_tokens"):
+        cap = min(cap, int(run["max_new_tokens"]))
+    samples = recipe.samples_per_step
+    param_dtype = run.get("param_dtype", model_dtype)
+    kv_mb = run.get("vllm_kv_cache_mb", engine["vllm_kv_cache_mb"])
+    return PlanInputs(
+        arch=model_arch,
+        prompts_per_step=recipe.prompts_per_step,
+        generations_per_prompt=recipe.generations_per_prompt,
+        prompt_tokens=prompt_tokens, generation_tokens=cap,
+        param_dtype=param_dtype, compute_dtype=run.get("compute_dtype", param_dtype),
+        fp32_lm_head=recipe.fp32_lm_head,
+        gradient_checkpointing=bool(run.get("gradient_checkpointing", False)),
+        logprob_chunk_tokens=int(run.get("logprob_chunk_tokens", 0)),
+        micro_batch_tokens=int(run.get("micro_batch_tokens", 0)),
+        micro_batch_groups=int(run["train_micro_batch"]),
+        engine=run["engine"], pipeline=recipe.off_policy == "pipeline",
+        generators=int(run["generators"]), generator_dtype=model_dtype,
+        gen_batch=int(run["gen_batch"]) or samples, eval_batch=int(run["gen_batch"]) or samples,
+        vllm_gpu_memory_utilization=float(run.get(
+            "vllm_gpu_memory_utilization", engine["vllm_gpu_memory_utilization"])),
+        vllm_kv_cache_bytes=int(kv_mb) * MiB,
+        vllm_max_model_len=int(run.get("vllm_max_model_len", engine["vllm_max_model_len"])),
+        vllm_enforce_eager=bool(run.get("vllm_enforce_eager", True)),
+        device_memory_bytes=device_memory_bytes, devices=devices,
+    )
+
+
+def plan_inputs_from_sweep(runs: Sequence[Mapping[str, Any]],
+                           models: Mapping[str, tuple[ModelArch, str]], *,
+                           device_memory_bytes: int, devices: int = 1,
+                           prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
+                           ) -> list[tuple[str, PlanInputs]]:
+    """(run id, PlanInputs) of each run mapping; `models`: label -> (arch, model dtype)."""
+    out = []
+    for run in runs:
+        label = run.get("model", "")
+        if label not in models:
+            raise ConfigError(f"run {run.get('run')!r}: model {label!r} has no architecture "
+                              f"(known: {', '.join(models) or 'none'})")
+        arch, dtype = models[label]
+        out.append((str(run.get("run", label)), plan_inputs_from_run(
+            run, arch, device_memory_bytes=device_memory_bytes, devices=devices,
+            model_dtype=dtype, prompt_tokens=prompt_tokens)))
+    return out
+
+
+# -- sweep configs ---------------------------------------------------------------------------
+def is_sweep_config(data: Mapping[str, Any]) -> bool:
+    """A sweep config (config/*.yaml) has `sweep:` and `models:`; a run.yaml has neither."""
+    return "sweep" in data and "models" in data
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepRuns:
+    """What the planner needs from a sweep config."""
+
+    runs: list[dict[str, Any]]  # RunConfig mappings, as workflow/rules/common.smk writes them
+    models: dict[str, dict[str, Any]]  # model label -> its ModelConfig mapping
+    train_devices: int  # GPUs of the train job (resources.train.gpu)
+
+
+def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
+    """MINIMAL LOCAL EXPANSION, to be replaced by `scalerl.sweep`: the memory-relevant part of
+    common.smk's `expand_sweep` and `run_config` (same run ids, recipe overrides merged in the
+    same order, the same length fields), with the schema's defaults for missing keys."""
+    sweep, length = cfg["sweep"], {"answer_budget": 2048, "think_min_fraction": 0.8333,
+                                   "penalty_cache_fraction": 0.1429, **cfg.get("length", {})}
+    train = {"engine": "hf", "device": "auto", "generators": 1, "train_micro_batch": 0,
+             "temperature": 1.0, "recipe_overrides": {}, "run_overrides": {},
+             **cfg.get("train", {})}
+    recipes, mixes = cfg.get("recipes", {}), sweep.get("mixes", ["mc"])
+    runs = []
+    for model, gen_len, recipe, batch, seed, mix in itertools.product(
+            sweep["models"], sweep["gen_lens"], sweep.get("recipes", ["scalerl"]),
+            sweep.get("batches", ["48x16"]), sweep.get("seeds", [0]), mixes):
+        prompts, generations = (int(x) for x in batch.split("x"))
+        run_id = f"{model}_L{gen_len}_{recipe}_b{prompts}x{generations}_s{seed}"
+        run_id += f"_{mix}" if len(mixes) > 1 else ""
+        spec = recipes.get(recipe, {"preset": recipe, "overrides": {}})
+        overrides = copy.deepcopy(train["recipe_overrides"])
+        for extra in (cfg["models"][model].get("recipe_overrides", {}),
+                      spec.get("overrides", {})):
+            _deep_merge(overrides, copy.deepcopy(extra))
+        hi = gen_len - length["answer_budget"]
+        overrides.update(
+            think_budget=[max(1, round(length["think_min_fraction"] * hi)), hi],
+            answer_budget=length["answer_budget"],
+            length_penalty={"max_len": gen_len, "cache_len": max(
+                1, round(length["penalty_cache_fraction"] * gen_len))},
+            prompts_per_step=prompts, generations_per_prompt=generations)
+        run = {"run": run_id, "seed": seed, "model": model,
+               "recipe": {"preset": spec.get("preset", "scalerl"), "overrides": overrides},
+               **{k: train[k] for k in ("engine", "device", "generators", "train_micro_batch",
+                                        "temperature")}}
+        runs.append(_deep_merge(run, copy.deepcopy(train["run_overrides"])))
+    models = {name: dict(spec.get("config", {}).get("model", {}))
+              for name, spec in cfg["models"].items()}
+    gpus = cfg.get("resources", {}).get("train", {}).get("gpu", 1)
+    return SweepRuns(runs, models, max(1, int(gpus)))
+
+
+def arch_of_model_config(model: Mapping[str, Any], label: str) -> ModelArch:
+    """The architecture of a sweep's `models.NAME.config.model` mapping (a ModelConfig)."""
+    from scalerl.models.config import ModelConfig
+
+    cfg = ModelConfig.from_dict(dict(model))
+    if cfg.is_tiny:
+        return tiny_arch(cfg.name, arch=cfg.arch, max_positions=cfg.max_positions)
+    try:
+        return resolve_arch(cfg.name)
+    except ConfigError as err:
+        raise ConfigError(f"models.{label}.config.model.name: {err}") from None
+
+
+# -- model dtype and the trainer's preflight ----------------------------------------------
+def model_dtype_of(model_dir: str | Path) -> str | None:
+    """The dtype `scalerl train` loads a model directory in (base_info.json / MODEL.yaml,
+    as `scalerl.models.loading.load_model_config` reads it), or None without a record."""
+    path = Path(model_dir)
+    if not (path / "base_info.json").is_file():
+        return None
+    from scalerl.models.loading import load_model_config
+
+    return load_model_config(None, path).dtype
+
+
+def preflight(run_cfg: Any, model_dir_or_arch: str | Path | ModelArch,
+              device_mem_bytes: int | None = None, *, devices: int | None = None,
+              model_dtype: str | None = None,
+              prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> PlanReport | None:
+    """Check a run before any work: PlanError (every problem, one line each) when it does not
+    fit. Device memory and count come from CUDA when `device_mem_bytes` is None; without
+    CUDA the check is skipped (None)."""
+    if device_mem_bytes is None:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        device_mem_bytes = torch.cuda.get_device_properties(0).total_memory
+        devices = devices or torch.cuda.device_count()
+    run = run_cfg.to_dict() if hasattr(run_cfg, "to_dict") else dict(run_cfg)
+    arch = resolve_arch(model_dir_or_arch)
+    if model_dtype is None and not isinstance(model_dir_or_arch, ModelArch):
+        model_dtype = model_dtype_of(model_dir_or_arch)
+    inputs = plan_inputs_from_run(run, arch, device_memory_bytes=device_mem_bytes,
+                                  devices=devices or 1, model_dtype=model_dtype or "float32",
+                                  prompt_tokens=prompt_tokens)
+    report = check_fits(inputs, title=str(run.get("run", "run")))
+    if not report.fits:
+        raise PlanError(f"run {report.title} does not fit its devices (scalerl plan shows "
+                        "the terms):\n" + "\n".join(f"  - {p}" for p in report.problems))
+    return report

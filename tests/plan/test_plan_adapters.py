@@ -1,0 +1,90 @@
+"""Run configs and sweep configs to PlanInputs; the trainer's preflight."""
+
+from pathlib import Path
+
+import pytest
+
+from scalerl.config import ConfigError, load_mapping
+from scalerl.plan.adapters import (
+    PlanError,
+    expand_sweep_locally,
+    is_sweep_config,
+    plan_inputs_from_run,
+    plan_inputs_from_sweep,
+    preflight,
+)
+from scalerl.plan.arch import PUBLIC_ARCHS, tiny_arch
+from scalerl.plan.memory import GiB, MiB
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "plan"
+
+
+def test_run_yaml_fields():
+    run = load_mapping(FIXTURES / "run_tiny.yaml")
+    inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=80 * GiB,
+                               prompt_tokens=64)
+    assert (inp.prompts_per_step, inp.generations_per_prompt) == (4, 4)
+    assert inp.generation_tokens == 40 + 8 + len("</think>")  # think hi + answer + inserted text
+    assert (inp.engine, inp.pipeline, inp.gen_batch, inp.micro_batch_groups) == \
+        ("hf", True, 16, 0)
+    assert (inp.param_dtype, inp.compute_dtype, inp.gradient_checkpointing) == \
+        ("float32", "float32", False)
+    assert inp.vllm_kv_cache_bytes == 256 * MiB  # EngineConfig's default today
+
+
+def test_upcoming_fields_are_read_and_typos_rejected():
+    run = {**load_mapping(FIXTURES / "run_tiny.yaml"), "gradient_checkpointing": True,
+           "param_dtype": "float32", "compute_dtype": "bfloat16", "micro_batch_tokens": 4096,
+           "logprob_chunk_tokens": 1024, "vllm_kv_cache_mb": 0, "gen_batch": 8}
+    inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=GiB)
+    assert (inp.gradient_checkpointing, inp.compute_dtype, inp.micro_batch_tokens,
+            inp.logprob_chunk_tokens, inp.vllm_kv_cache_bytes, inp.gen_batch) == \
+        (True, "bfloat16", 4096, 1024, 0, 8)
+    with pytest.raises(ConfigError, match="train_micro_btach"):
+        plan_inputs_from_run({"train_micro_btach": 2}, tiny_arch("tiny-m"),
+                             device_memory_bytes=GiB)
+
+
+def test_length_penalty_cap_and_max_new_tokens():
+    run = {"recipe": {"preset": "loo-lp", "overrides": {"length_penalty": {"max_len": 900,
+                                                                            "cache_len": 100}}},
+           "max_new_tokens": 800}
+    inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=GiB)
+    assert inp.generation_tokens == 800  # min(L_max, max_new_tokens)
+    assert inp.pipeline  # loo-lp keeps PipelineRL
+
+
+def test_local_sweep_expansion_matches_the_workflow_naming():
+    cfg = load_mapping(FIXTURES / "sweep.yaml")
+    assert is_sweep_config(cfg) and not is_sweep_config(load_mapping(FIXTURES / "run_tiny.yaml"))
+    sweep = expand_sweep_locally(cfg)
+    assert [r["run"] for r in sweep.runs] == ["qwen3-0.6b_L2048_scalerl_b4x4_s0",
+                                              "qwen3-0.6b_L4096_scalerl_b4x4_s0"]
+    overrides = sweep.runs[0]["recipe"]["overrides"]
+    # hi = 2048 - 512, lo = round(0.8333 * 1536) (common.smk length_fields)
+    assert overrides["think_budget"] == [1280, 1536] and overrides["answer_budget"] == 512
+    assert (overrides["prompts_per_step"], overrides["generations_per_prompt"]) == (4, 4)
+    assert sweep.runs[1]["gradient_checkpointing"] is True  # train.run_overrides merged
+    assert sweep.models["qwen3-0.6b"]["dtype"] == "bfloat16" and sweep.train_devices == 2
+    planned = plan_inputs_from_sweep(
+        sweep.runs, {"qwen3-0.6b": (PUBLIC_ARCHS["Qwen/Qwen3-0.6B"], "bfloat16")},
+        device_memory_bytes=80 * GiB, devices=sweep.train_devices)
+    assert [inp.generation_tokens for _, inp in planned] == [2048 + 81, 4096 + 81]
+    assert all(inp.param_dtype == "bfloat16" and inp.devices == 2 for _, inp in planned)
+
+
+def test_preflight_raises_with_the_knob_and_passes_a_fitting_run():
+    big = load_mapping(FIXTURES / "run_qwen_whole_batch.yaml")
+    with pytest.raises(PlanError, match="micro_batch_tokens"):
+        preflight(big, "Qwen/Qwen3-1.7B", 80 * GiB, devices=2, model_dtype="bfloat16")
+    small = load_mapping(FIXTURES / "run_tiny.yaml")
+    report = preflight(small, "tiny-m", 80 * GiB, prompt_tokens=64)
+    assert report is not None and report.fits
+
+
+def test_preflight_is_skipped_without_cuda():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert preflight(load_mapping(FIXTURES / "run_tiny.yaml"), "tiny-m") is None

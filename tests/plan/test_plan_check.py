@@ -1,0 +1,95 @@
+"""check_fits: placement, problems, and knobs that are checked to work."""
+
+import re
+
+from scalerl.plan.arch import PUBLIC_ARCHS, tiny_arch
+from scalerl.plan.check import check_fits
+from scalerl.plan.memory import GiB, MiB, PlanInputs, trainer_terms
+
+QWEN = PUBLIC_ARCHS["Qwen/Qwen3-1.7B"]
+
+
+def qwen(**changes) -> PlanInputs:
+    """Qwen3-1.7B, the paper's 48 x 16 batch, 1024 + 8192 tokens, bfloat16, 2 devices."""
+    base = dict(arch=QWEN, prompt_tokens=1024, generation_tokens=8192, param_dtype="bfloat16",
+                compute_dtype="bfloat16", generator_dtype="bfloat16", engine="vllm",
+                devices=2, vllm_kv_cache_bytes=8 * GiB, vllm_max_model_len=9216,
+                device_memory_bytes=80 * GiB)
+    return PlanInputs(**{**base, **changes})
+
+
+def test_a_small_run_fits_on_its_own_devices():
+    report = check_fits(PlanInputs(arch=tiny_arch("tiny-m"), prompt_tokens=64,
+                                   generation_tokens=64, engine="hf", devices=2))
+    assert report.fits and not report.problems
+    assert [(u.stage, u.device) for u in report.devices] == \
+        [("train", "cuda:0"), ("generate", "cuda:1"), ("eval", "cuda:0")]
+
+
+def test_the_whole_batch_does_not_fit_and_the_knob_is_exact():
+    inp = qwen()
+    report = check_fits(inp)
+    assert not report.fits
+    (problem,) = [p for p in report.problems if p.startswith("train cuda:0")]
+    found = re.search(r"gradient_checkpointing: true \+ logprob_chunk_tokens: set to 2048 \+ "
+                      r"[^;]*micro_batch_tokens: (?:lower to )?<= ([\d,]+)", problem)
+    assert found, problem
+    tokens = int(found.group(1).replace(",", ""))
+    fixed = inp.replace(gradient_checkpointing=True, logprob_chunk_tokens=2048)
+
+    def need(t):
+        return sum(x.bytes for x in trainer_terms(fixed.replace(micro_batch_tokens=t)))
+
+    assert need(tokens) <= 80 * GiB < need(tokens + 256)  # the largest 256-multiple that fits
+
+
+def test_a_tiny_kv_cache_names_its_size():
+    # 256 MiB hold 2,320 tokens of 114,688 B; vLLM needs max_model_len 40,960 (+ 2 blocks)
+    report = check_fits(qwen(vllm_kv_cache_bytes=256 * MiB, vllm_max_model_len=0))
+    (problem,) = [p for p in report.problems if p.startswith("generate")]
+    assert "KV cache of 2,320 tokens < max_model_len 40,960" in problem
+    assert "vllm_kv_cache_mb: raise to >= 4,484" in problem  # ceil(40,992 x 114,688 / MiB)
+    assert "vllm_max_model_len: set to 9,216 + vllm_kv_cache_mb: raise to >= 1,012" in problem
+
+
+def test_a_short_context_names_max_model_len():
+    report = check_fits(qwen(vllm_max_model_len=4096))
+    assert any("vllm_max_model_len = 4,096 < prompt + generation = 9,216: raise it to >= 9,216"
+               in p for p in report.problems)
+
+
+def test_shared_device_sums_trainer_and_generator():
+    shared = check_fits(qwen(devices=1, gradient_checkpointing=True,
+                             logprob_chunk_tokens=2048, micro_batch_tokens=16384))
+    use = shared.devices[0]
+    assert use.stage == "train + generate"
+    assert {t.process for t in use.terms} == {"trainer", "generator 0"}
+    alone = check_fits(qwen(devices=2, gradient_checkpointing=True, logprob_chunk_tokens=2048,
+                            micro_batch_tokens=16384))
+    assert use.need == alone.devices[0].need + alone.devices[1].need
+
+
+def test_vllm_start_needs_its_share_free_on_a_shared_device():
+    inp = qwen(devices=1, gradient_checkpointing=True, logprob_chunk_tokens=2048,
+               micro_batch_tokens=16384, vllm_gpu_memory_utilization=0.95)
+    problems = check_fits(inp).problems
+    # trainer at start: margin 1 + weights 3.2 + AdamW 6.4 GiB = 10.6 GiB > 5% of 80 GiB
+    assert any("vLLM starts only with" in p and "lower to <= 0.86" in p for p in problems)
+
+
+def test_in_process_hf_engine_shares_the_trainer_weights():
+    report = check_fits(PlanInputs(arch=tiny_arch("tiny-m"), prompt_tokens=64,
+                                   generation_tokens=64, engine="hf", pipeline=False))
+    use = report.devices[0]
+    assert use.stage == "train | generate"
+    assert [t.label for t in use.terms].count("weights float32: N=1,062,912 x 4") == 1
+    assert not any(t.label.startswith("weights") and t.process == "engine" for t in use.terms)
+
+
+def test_few_concurrent_sequences_are_a_note_not_a_problem():
+    report = check_fits(qwen(gradient_checkpointing=True, logprob_chunk_tokens=2048,
+                             micro_batch_tokens=16384))
+    assert report.fits, report.problems
+    # 8 GiB hold 74,880 tokens: 8 sequences of 9,216 at once, of the 768 asked for
+    assert any("holds 8 of the 768 sequences" in n for n in report.notes)
+    assert "train" in report.format() and "fits" in report.format()
