@@ -37,6 +37,7 @@ from scalerl.config import Config, ConfigError, _deep_merge, field_
 from scalerl.rl.advantages import NORMALIZATIONS
 from scalerl.rl.length_penalty import LengthPenaltyConfig
 from scalerl.rl.losses import LossConfig
+from scalerl.text import INTERRUPTION_TEXT
 
 __all__ = [
     "INTERRUPTION_TEXT",
@@ -49,9 +50,6 @@ __all__ = [
     "recipe_from_preset",
 ]
 
-INTERRUPTION_TEXT = (
-    "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
-)
 OFF_POLICY_MODES = ("pipeline", "ppo", "on-policy")
 LENGTH_CONTROLS = ("interruption", "length_penalty", "none")
 

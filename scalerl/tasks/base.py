@@ -23,14 +23,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from scalerl.text import BOXED_OPEN, THINK_CLOSE, THINK_OPEN
+
 __all__ = ["TaskExample", "TaskKind", "THINK_OPEN", "THINK_CLOSE", "BOXED_OPEN", "make_prompt_id",
            "MalformedRowError"]
 
 TaskKind = Literal["math", "code"]
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-BOXED_OPEN = "\\boxed{"
 
 ROW_FIELDS = ("prompt_id", "task", "source", "prompt", "answer", "tests", "difficulty", "solution")
 
