@@ -152,13 +152,6 @@ class RecipeConfig(Config):
             raise ConfigError("interruption_text must not be empty with interruption control")
 
     @property
-    def max_new_tokens(self) -> int:
-        """Generation cap per completion: L_max for length_penalty, else hi + answer budget."""
-        if self.length_control == "length_penalty":
-            return self.length_penalty.max_len
-        return self.think_budget[1] + self.answer_budget
-
-    @property
     def samples_per_step(self) -> int:
         """Completions per optimizer step before zero-variance filtering (paper: 768)."""
         return self.prompts_per_step * self.generations_per_prompt

@@ -214,11 +214,12 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     )
     from scalerl.rl.prompts import PromptSource, load_prompt_table
     from scalerl.rl.rollouts import RequestFactory
+    from scalerl.rollout.budget import GenerationBudget
     from scalerl.rollout.config import encode_text
 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
     out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
-    recipe = cfg.recipe.build()
+    recipe = cfg.resolved_recipe()
     steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"
     load_from, state = _init_state(cfg, chunk, init, partial)
@@ -231,7 +232,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
     tokenizer = load_tokenizer(load_from)
     model = load_model(load_from, model_cfg, device)
-    cap = _generation_cap(cfg, recipe, len(encode_text(tokenizer, recipe.interruption_text)))
+    cap = GenerationBudget.from_recipe(recipe, len(encode_text(tokenizer, recipe.interruption_text)),
+                                       cfg.max_new_tokens).max_new_tokens
     optimizer, scheduler = make_optimizer(model, recipe)
     source = PromptSource(
         load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
@@ -347,19 +349,6 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)
-
-
-def _generation_cap(cfg: RunConfig, recipe: Any, n_interrupt: int) -> int:
-    """Tokens per completion: thinking hi + interruption text + answer budget (or L_max)."""
-    if recipe.length_control == "interruption":
-        need = recipe.think_budget[1] + n_interrupt + recipe.answer_budget
-        if cfg.max_new_tokens is not None and cfg.max_new_tokens < need:
-            raise ConfigError(
-                f"max_new_tokens = {cfg.max_new_tokens} is below think_budget hi "
-                f"{recipe.think_budget[1]} + {n_interrupt} interruption tokens + answer_budget "
-                f"{recipe.answer_budget} = {need}; lower the recipe budgets or raise it")
-        return cfg.max_new_tokens or need
-    return cfg.generation_cap(recipe)
 
 
 def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:
