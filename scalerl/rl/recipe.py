@@ -36,7 +36,7 @@ from typing import Any
 from scalerl.config import Config, ConfigError, _deep_merge, field_
 from scalerl.rl.advantages import NORMALIZATIONS
 from scalerl.rl.length_penalty import LengthPenaltyConfig
-from scalerl.rl.losses import LossConfig
+from scalerl.rl.losses import CLIP_FIELDS, LossConfig
 from scalerl.text import INTERRUPTION_TEXT
 
 __all__ = [
@@ -267,5 +267,11 @@ def recipe_from_preset(name: str, overrides: dict[str, Any] | None = None) -> Re
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"recipe overrides must be a mapping, got {type(overrides).__name__}")
     merged = copy.deepcopy(PRESETS[name])
+    loss_changes = (overrides or {}).get("loss")
+    if isinstance(loss_changes, dict) and "kind" in loss_changes and "loss" in merged:
+        # another loss kind: the preset's clip fields for its own kind no longer apply
+        kind = loss_changes["kind"]
+        merged["loss"] = {k: v for k, v in merged["loss"].items()
+                          if k not in CLIP_FIELDS or kind in CLIP_FIELDS[k]}
     _deep_merge(merged, copy.deepcopy(overrides or {}))
     return RecipeConfig.from_dict(merged)

@@ -131,3 +131,17 @@ def test_errors_name_the_problem():
         recipe_from_preset("scalerl", {"optimizer": {"betas": [0.9, 1.5]}})
     with pytest.raises(ConfigError, match="must be a mapping"):
         recipe_from_preset("scalerl", [("a", 1)])  # type: ignore[arg-type]
+
+
+def test_a_clip_field_of_another_loss_kind_is_an_error():
+    # TRL's eps_high for CISPO's eps_max would do nothing: it must fail, naming field and kind
+    with pytest.raises(ConfigError, match=r"kind = 'cispo' does not read loss.eps_high .*"
+                                          r"cispo reads eps_max"):
+        recipe_from_preset("scalerl", {"loss": {"eps_high": 5}})
+    with pytest.raises(ConfigError, match="does not read loss.eps_max"):
+        recipe_from_preset("scalerl", {"loss": {"kind": "dapo", "eps_max": 4}})
+    # the fields of the kind in use are fine, and a preset's own clip fields give way when an
+    # override changes the kind (deepseek-grpo sets eps for grpo)
+    assert recipe_from_preset("scalerl", {"loss": {"eps_max": 5}}).loss.eps_max == 5
+    switched = recipe_from_preset("deepseek-grpo", {"loss": {"kind": "cispo", "eps_max": 8}})
+    assert (switched.loss.kind, switched.loss.eps_max) == ("cispo", 8)
