@@ -25,9 +25,10 @@ in `LoadResult.skipped`.
   "competition", mapped to 1..5 / 1..3; "UNKNOWN_DIFFICULTY" -> 0); apps also `problem_id`.
 
 Prompts: a non-empty starter code is appended to the problem in a block the model should
-complete (`STARTER_HEADER`, the code in a ```python fence); when function tests carry no
-function name, the one the starter code defines (`def NAME(`, the `Solution` method for
-LeetCode) is used. Difficulty: a number, a known label, or a pass count "k/n" - which sets
+complete (`STARTER_HEADER`, the code in a ```python fence); when functional test cases
+(LiveCodeBench / primeintellect lists) name no function, the one the starter code defines
+(`def NAME(`, the `Solution` method for LeetCode) is used; APPS / TACO objects without
+`fn_name` stay stdin/stdout tests, as upstream grades them. Difficulty: a number, a known label, or a pass count "k/n" - which sets
 `pass_rate = k/n` (what the build's difficulty filter compares with `min_pass_rate` /
 `max_pass_rate`) and `difficulty = n - k` (failed samples: higher is harder, like the synthetic
 levels).
