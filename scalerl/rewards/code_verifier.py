@@ -17,8 +17,9 @@ happens here, in the parent, against expected outputs the child never sees:
   `testing_util` also tries `outputs[i][0]` for longer lists; that accepts a wrong `1` for an
   expected `[1, 2, 3]` and never helps a wrapped output (always one element), so it is not
   copied. Left ambiguous, as upstream: for an unwrapped one-element answer `[v]`, a bare `v`
-  passes too. Function programs run after `from typing import *` (LeetCode starter code
-  annotates with `List[int]`, as the LiveCodeBench and TACO graders also import);
+  passes too. A function program that uses a capitalised `typing` name (LeetCode starter code
+  annotates with `List[int]`) runs after `from typing import *`, as the LiveCodeBench and TACO
+  graders import it; others run as given (the import costs a sandbox child ~13 ms);
 - stdio: stdout equals the expected text line by line after stripping trailing whitespace,
   or, failing that, token by token.
 
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import ast
 import math
+import re
+import typing
 import warnings
 from typing import Any
 
@@ -37,8 +40,17 @@ from scalerl.tasks.code_tests import TestSpec, TestSpecError, parse_tests
 
 __all__ = ["check_code", "syntax_error", "same_value", "same_function_output", "same_stdout"]
 
-# prepended to function-test programs: starter code annotates with typing names (List[int])
+# prepended to function-test programs that use typing names (starter code: List[int])
 FUNCTION_PRELUDE = "from typing import *  # noqa\n"
+_TYPING_NAMES = frozenset(n for n in typing.__all__ if n[:1].isupper())
+_CAPITALISED = re.compile(r"\b[A-Z]\w*")
+
+
+def _with_prelude(code: str) -> str:
+    """`code`, after FUNCTION_PRELUDE when it mentions a capitalised typing name."""
+    if _TYPING_NAMES.intersection(_CAPITALISED.findall(code)):
+        return FUNCTION_PRELUDE + code
+    return code
 
 
 def same_value(got: Any, expected: Any) -> bool:
@@ -119,7 +131,7 @@ class _Error:
 
 
 def _check_function(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:
-    res = run_python(FUNCTION_PRELUDE + code, mode="function", fn_name=spec.fn_name,
+    res = run_python(_with_prelude(code), mode="function", fn_name=spec.fn_name,
                      inputs=list(spec.inputs), limits=limits)
     values, problem = _parse_results(res.results, len(spec))
     if res.timed_out:

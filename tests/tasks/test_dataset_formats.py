@@ -167,3 +167,12 @@ def test_format_and_task_must_agree():
 ])
 def test_unwrap_rule(got, expected, unwrap, ok):
     assert same_function_output(got, expected, unwrap) is ok
+
+
+def test_typing_prelude_only_for_programs_using_typing_names():
+    from scalerl.rewards.code_verifier import FUNCTION_PRELUDE, _with_prelude
+
+    plain = "def f(x):\n    return Counter_ish(x)  # no typing name\n"
+    assert _with_prelude(plain) == plain
+    leet = "class Solution:\n    def f(self, xs: List[int]) -> Optional[int]:\n        pass\n"
+    assert _with_prelude(leet) == FUNCTION_PRELUDE + leet
