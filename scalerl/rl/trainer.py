@@ -59,6 +59,7 @@ from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
+from scalerl.rollout.budget import GenerationBudget
 from scalerl.utils.log import eta_seconds, format_seconds, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
@@ -214,7 +215,6 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     )
     from scalerl.rl.prompts import PromptSource, load_prompt_table
     from scalerl.rl.rollouts import RequestFactory
-    from scalerl.rollout.budget import GenerationBudget
     from scalerl.rollout.config import encode_text
 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
@@ -232,8 +232,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
     tokenizer = load_tokenizer(load_from)
     model = load_model(load_from, model_cfg, device)
-    cap = GenerationBudget.from_recipe(recipe, len(encode_text(tokenizer, recipe.interruption_text)),
-                                       cfg.max_new_tokens).max_new_tokens
+    cap = generation_budget(cfg, len(encode_text(tokenizer, recipe.interruption_text)))
+    cap = cap.max_new_tokens
     optimizer, scheduler = make_optimizer(model, recipe)
     source = PromptSource(
         load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
@@ -349,6 +349,12 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)
+
+
+def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudget:
+    """The per-sample limits the trainer's requests get (the same as `scalerl eval`'s)."""
+    return GenerationBudget.from_recipe(cfg.resolved_recipe(), n_interrupt_tokens,
+                                        cfg.max_new_tokens)
 
 
 def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:

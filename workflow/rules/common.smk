@@ -94,12 +94,12 @@ def rule_resources(rule_name):
 
 
 # -- evaluated at parse time ---------------------------------------------------------------
-validate(config, "../schemas/config.schema.yaml")
-try:
+try:  # the package first: its messages name every bad key and the fix
     SWEEP = sweep.load_sweep(config)
     RUNS = sweep.expand(SWEEP)
     sweep.check_runs(SWEEP, RUNS)
 except ConfigError as err:
     raise WorkflowError(str(err)) from None
+validate(config, "../schemas/config.schema.yaml")  # fills results_dir and resources defaults
 PROMPTS = res("data", "prompts.parquet")
 CHUNKS = SWEEP.chunks
