@@ -9,9 +9,12 @@ SNAKEFILE = REPO / "Snakefile"
 
 
 def snakemake(workdir, *args, cores=1, timeout=180, env=None):
-    """`python -m snakemake` on the repo's Snakefile in `workdir`; the CompletedProcess."""
+    """`python -m snakemake` on the repo's Snakefile in `workdir`; the CompletedProcess.
+
+    The tests state every option they rely on: no workflow profile unless `args` names one."""
+    profile = () if "--workflow-profile" in args else ("--workflow-profile", "none")
     cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory", str(workdir),
-           "--cores", str(cores), *args]
+           "--cores", str(cores), *profile, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
 

@@ -47,7 +47,8 @@ def _config(workdir):
 
 def _cmd(workdir, *args):
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
-            str(workdir), "--configfile", str(_config(workdir)), "--cores", "2", *args]
+            str(workdir), "--configfile", str(_config(workdir)), "--cores", "2",
+            "--workflow-profile", "none", "--rerun-incomplete", *args]
 
 
 def _run(workdir, *args, timeout=900):
