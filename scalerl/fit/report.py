@@ -77,7 +77,7 @@ def fits_frame(records: Sequence[dict], by: Sequence[str] = ()) -> pd.DataFrame:
         row.update(
             R0=r["R0"], r2=r.get("r2"), sse=r.get("sse"), n_points=r.get("n_points"),
             n_excluded=r.get("n_excluded"), cutoff=r.get("cutoff"),
-            converged=bool(r.get("converged", False)),
+            converged=bool(r.get("converged", False)), status=r.get("status", "ok"),
             extrap_fraction=ex.get("fraction"), extrap_max_abs_error=ex.get("max_abs_error"),
             extrap_mean_abs_error=ex.get("mean_abs_error"),
             predicted_final=ex.get("predicted_final"), observed_final=ex.get("observed_final"),
