@@ -92,7 +92,7 @@ def plot_backtest(table: pd.DataFrame, path: str | Path, title: str = "") -> Non
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for form, sub in table.groupby("form", sort=True):
         colour = FORM_COLOURS.get(form, "C0")
-        for i, (_, run) in enumerate(sub.groupby(["run", "task"], sort=True)):
+        for _, run in sub.groupby(["run", "task"], sort=True):
             ax.plot(run["compute_fraction"], run["abs_error"], color=colour, alpha=0.35, lw=1,
                     marker="o", ms=3, label=None)
         med = sub.groupby(pd.cut(sub["compute_fraction"], np.linspace(0, 1, 11)),

@@ -208,8 +208,12 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
         text += f"\nColumns without values in any fit (not shown): {', '.join(absent)}.\n"
     backtest_text = ""
     if predictions is not None and len(predictions):
-        from scalerl.fit.backtest import (backtest_markdown, backtest_table,
-                                          finals_from_records, plot_backtest)
+        from scalerl.fit.backtest import (
+            backtest_markdown,
+            backtest_table,
+            finals_from_records,
+            plot_backtest,
+        )
 
         table = backtest_table(predictions, finals_from_records(records))
         if len(table):
