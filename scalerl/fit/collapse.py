@@ -11,7 +11,8 @@ Rule (all on the points the fit would use, sorted by compute):
   noise); final: the mean of the last 3 points;
 - collapsed when peak > R0, the drop peak - final is at least `drop_fraction` of the gain
   peak - R0, and the drop exceeds 3 noise standard deviations of a difference of two 3-point
-  means (noise from the median absolute first difference, robust to the trend).
+  means (noise sd from the median absolute second difference, 1.4826 median |d2 y| / sqrt(6):
+  robust to outliers and blind to a locally linear trend).
 
 Deliberately left out: recovery after a collapse (a second rise) and change-point models.
 """
@@ -37,7 +38,7 @@ def detect_collapse(compute, reward, r0: float, drop_fraction: float) -> dict | 
     peak = float(smooth[k])
     final = float(y[-3:].mean())
     gain, drop = peak - r0, peak - final
-    noise_sd = 1.4826 * float(np.median(np.abs(np.diff(y)))) / np.sqrt(2.0)  # per point
+    noise_sd = 1.4826 * float(np.median(np.abs(np.diff(y, 2)))) / np.sqrt(6.0)  # per point
     if gain <= 0 or drop < drop_fraction * gain or drop <= 3.0 * noise_sd * np.sqrt(2.0 / 3.0):
         return None
     peak_index = k + int(np.argmax(y[k:k + 3]))  # the highest raw point of the peak window
