@@ -10,9 +10,9 @@ from scalerl.cli import main
 from scalerl.fit.backtest import backtest_summary, backtest_table, plot_backtest
 from scalerl.fit.curve import fit_curve
 from scalerl.fit.predict import predict_final, prediction_rows, write_predictions
+from scalerl.fit.racing import race, seed_groups
 from scalerl.fit.report import write_report
 from scalerl.fit.sigmoid import FitConfig, sigmoid
-from scalerl.fit.racing import race, seed_groups
 
 
 def row(run, a, lo, hi, fraction=0.5, compute=5.0, chunk=3, status="ok", form="sigmoid",
