@@ -128,13 +128,13 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     old = read_predictions(out) if out.exists() else None
     done = set() if old is None or args.force else set(
-        zip(old["task"].astype(str), old["chunk"].astype(int)))
+        zip(old["run"].astype(str), old["task"].astype(str), old["chunk"].astype(int)))
     rows = []
     for task, sub in points.groupby("task", sort=True):
         sub = sub.sort_values("chunk")
         chunks = sub["chunk"].tolist() if args.all_chunks else [sub["chunk"].iloc[-1]]
         for chunk in chunks:
-            if args.all_chunks and (str(task), int(chunk)) in done:
+            if args.all_chunks and (run_id, str(task), int(chunk)) in done:
                 continue
             upto = sub[sub["chunk"] <= chunk]
             preds = predict_final(upto["compute"].to_numpy(float),
