@@ -1,7 +1,8 @@
 """Accuracy of early predictions (`scalerl.fit.predict`) and of racing (`scalerl.fit.racing`).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
-    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6)
+    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
+    --race-seeds 0 skips part 2)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
    paper's Table 1 (`scalerl.fit.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30 evals
@@ -84,6 +85,11 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
         print(f"{form:<18}{frac:>6.2f}{et.median():>14.4f}{et.quantile(0.9):>10.4f}"
               f"{eo.median():>13.4f}{eo.quantile(0.9):>9.4f}{sub['covered'].mean():>10.0%}"
               f"{sub['reached'].mean():>15.0%}")
+    print("sigmoid, median |e| true by reached_c_mid (flag False: A weakly determined):")
+    sig = df[df["form"] == "sigmoid"]
+    for (frac, reached), sub in sig.groupby(["fraction", "reached"]):
+        print(f"  at {frac:.2f}, reached_c_mid={reached!s:<5}: n={len(sub):>3}, median |e| "
+              f"{sub['err_true'].abs().median():.4f}, max {sub['err_true'].abs().max():.4f}")
     print("noise floor: " + noise_floor(0.6, N_SAMPLES).statement())
 
 
@@ -143,7 +149,8 @@ def main() -> None:
     t0 = time.perf_counter()
     bench_prediction(args.pred_seeds, args.bootstrap)
     t1 = time.perf_counter()
-    bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)
+    if args.race_seeds > 0:
+        bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)
     print(f"\ntime: predictions {t1 - t0:.0f} s, racing {time.perf_counter() - t1:.0f} s")
 
 
