@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("scalerl.eval.cli", "evaluate a checkpoint on held-out prompts into Parquet"),
     "fit": ("scalerl.fit.cli", "fit sigmoidal compute-performance curves and extrapolate"),
     "report": ("scalerl.fit.report_cli", "collect fits of a sweep into the scaling report"),
+    "predict": ("scalerl.fit.predict_cli", "predict a run's final pass rate and A from its evals so far"),
+    "race": ("scalerl.fit.racing", "stop runs of a sweep whose predicted A is clearly below the best"),
 }
 
 

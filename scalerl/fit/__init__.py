@@ -5,7 +5,11 @@ planner, plots, and the `scalerl fit` / `scalerl report` commands.
 Modules, top down: `sigmoid` (model, FitConfig, ranges, the fit), `optimize` (vectorised
 grid search, bounded polish), `powerlaw`, `bootstrap`, `curve` (one curve end to end =
 fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `report`, `cli`,
-`report_cli`, `synthetic` (the paper's Table 1 curves for tests and benchmarks).
+`report_cli`, `synthetic` (the paper's Table 1 curves for tests and benchmarks), `noise`
+(binomial standard errors, weights, the noise floor), `collapse` (runs that rise then fall),
+`predict` + `predict_cli` (final pass rate and A from a run's evals so far), `racing` (stop
+runs whose A is clearly below the best's; `scalerl race`), `backtest` (error of those
+predictions against finished runs).
 """
 
 from scalerl.fit.compare import Curve, refit_common_a

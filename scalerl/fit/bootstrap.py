@@ -10,6 +10,12 @@ estimate, inside the same ranges as the point fit (a full grid search per replic
 cost ~100x more and lands in the same basin for curves the point fit resolves). Intervals are
 percentile intervals at `FitConfig.confidence`. Seeded by `FitConfig.bootstrap_seed`.
 
+With weights w_j = 1 / se_j^2 (`FitConfig.weighting = "binomial"`) the residual scheme
+resamples standardised residuals (y_j - f_j) / se_j and scales each back by its own se_j; the
+point scheme carries each point's weight with it; every replicate is refitted weighted.
+`keep_draws=True` returns the replicates' (A, B, C_mid) too, for intervals of derived
+quantities (the predicted final reward of `scalerl.fit.predict`).
+
 Deliberately left out: BCa corrections and resampling R0 (it is treated as known).
 """
 
@@ -24,10 +30,13 @@ __all__ = ["bootstrap_intervals"]
 
 
 def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
-                        *, fixed_a: float | None = None) -> dict:
+                        *, fixed_a: float | None = None, weights=None,
+                        keep_draws: bool = False) -> dict:
     """Percentile intervals {"A": [lo, hi], "B": [...], "C_mid": [...]} plus bookkeeping.
 
-    `compute`, `reward`: the points the fit used (positive compute, above the cutoff).
+    `compute`, `reward`: the points the fit used (positive compute, above the cutoff, sorted
+    by compute); `weights` [N]: the fit's weights, if any. `keep_draws`: also return
+    "draws", the [n_ok, 3] array of replicate (A, B, C_mid).
     """
     c = np.asarray(compute, dtype=float)
     y = np.asarray(reward, dtype=float)
@@ -37,7 +46,9 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
     rng = np.random.default_rng(config.bootstrap_seed)
     log_c = np.log(c)
     fitted = sigmoid(c, fit.A, fit.B, fit.C_mid, fit.R0)  # [N]
-    resid = y - fitted
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)  # [N]
+    sqrt_w = np.sqrt(w)  # [N] = 1 / se_j up to a common factor
+    resid = (y - fitted) * sqrt_w  # [N] standardised residuals
     resid = resid - resid.mean()  # centred, so replicates are unbiased around the fit
     bounds = (fit.a_range, (config.b_min, config.b_max), fit.cmid_range)
     start = (fit.A, fit.B, fit.C_mid)
@@ -46,12 +57,13 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
     for _ in range(n_boot):
         idx = rng.integers(0, c.size, size=c.size)  # [N]
         if config.bootstrap_method == "residuals":
-            lc, yb = log_c, fitted + resid[idx]
+            lc, yb, wb = log_c, fitted + resid[idx] / sqrt_w, w
         else:
             if np.unique(c[idx]).size < 3:  # a replicate must still span the curve
                 continue
-            lc, yb = log_c[idx], y[idx]
-        a, b, c_mid, res = polish(lc, yb, fit.R0, start, bounds, fixed_a=fixed_a)
+            lc, yb, wb = log_c[idx], y[idx], w[idx]
+        a, b, c_mid, res = polish(lc, yb, fit.R0, start, bounds, fixed_a=fixed_a,
+                                  weights=None if weights is None else wb)
         if res.status <= 0 or not np.isfinite([a, b, c_mid]).all():
             continue
         draws[n_ok] = (a, b, c_mid)
@@ -76,4 +88,6 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
                         f"{a_hi:.4g} of the A range: the upper bound of the A interval is "
                         "limited by the range, not the data")
     out["warnings"] = warnings
+    if keep_draws:
+        out["draws"] = draws
     return out

@@ -11,7 +11,9 @@ Output layout (all files written atomically):
     DIR/fits.md                            Markdown table of all fits
     DIR/curves.png                         all groups on one plot (when there are several)
 
-fit.json keys: A, B, C_mid, R0, r0_source, r2, sse, n_points, n_excluded, cutoff,
+fit.json keys: A, B, C_mid, R0, r0_source, r2, sse, n_points, n_excluded, cutoff, status
+("ok", or "collapsed": the reward fell well below its peak; fitted up to the peak, `collapse`
+holds the peak), collapse, weighting (none | binomial: 1 / se^2 weights from the samples),
 compute_col, reward_col, converged, warnings, intervals {A, B, C_mid: [lo, hi], ...},
 power_law {A, D, B, r2, ...}, extrapolation {fraction, max_abs_error, mean_abs_error,
 predicted_final, observed_final, ...}, budget {C_50, C_75, C_90, C_95}, grid, points
@@ -29,8 +31,10 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
+
 from scalerl.config import ConfigError, key_value, load_mapping
-from scalerl.fit.curve import fit_curve
+from scalerl.fit.curve import CollapseError, fit_curve
 from scalerl.fit.inputs import group_slug, load_groups
 from scalerl.fit.plots import plot_combined, plot_curve
 from scalerl.fit.report import fits_frame, fits_markdown
@@ -43,7 +47,7 @@ _FLAG_TO_FIELD = {
     "bootstrap": "bootstrap_n", "bootstrap_method": "bootstrap_method", "seed": "bootstrap_seed",
     "a_min": "a_min", "a_max": "a_max", "a_step": "a_step", "cmid_min": "cmid_min",
     "cmid_max": "cmid_max", "cmid_points": "cmid_points", "cmid_spacing": "cmid_spacing",
-    "b_min": "b_min", "b_max": "b_max",
+    "b_min": "b_min", "b_max": "b_max", "weighting": "weighting",
 }
 
 
@@ -88,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cmid-spacing", choices=("auto", "linear", "log"),
                         help="C_mid grid spacing (auto: log when the range spans >= 100x)")
     parser.add_argument("--no-power-law", action="store_true", help="skip the power-law fit")
+    parser.add_argument("--weighting", choices=("none", "binomial"),
+                        help="point weights: none (default, the paper's) or binomial (1 / se^2, "
+                             "se = sqrt(p (1 - p) / n); needs per-sample evals)")
     parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="copied into fit.json 'meta' (repeatable), e.g. --meta recipe=cispo")
@@ -156,11 +163,16 @@ def run(args: argparse.Namespace) -> int:
         extra = {"compute_col": info["compute_col"], "reward_col": info["reward_col"],
                  "group": group.key, "meta": {**group.meta, **meta_extra},
                  "inputs": [str(p) for p in args.inputs]}
+        binomial = group.stderr is not None and bool(np.isfinite(group.stderr).all())
         try:
-            curve = fit_curve(group.compute, group.reward, config)
+            curve = fit_curve(group.compute, group.reward, config,
+                              n_samples=group.n_rows if binomial else None)
         except ValueError as err:
             progress(f"[{i}/{len(groups)}] {slug}: cannot fit: {err}")
-            failures.append({**extra, "error": str(err), "dir": str(where)})
+            failure = {**extra, "error": str(err), "dir": str(where)}
+            if isinstance(err, CollapseError):
+                failure.update(status="collapsed", collapse=err.collapse)
+            failures.append(failure)
             continue
         record = curve.to_dict(**extra)
         record["warnings"] = [*record["warnings"], *group.notes]
@@ -168,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
         plot_curve(record, where / "curve.png")
         records.append(record)
         state = "ok" if record["converged"] else "NOT CONVERGED"
+        state += " (COLLAPSED: fitted up to the peak)" if record["status"] == "collapsed" else ""
         ex = record["extrapolation"] or {}
         ex_text = f", extrap. max err {ex['max_abs_error']:.3f}" \
             if ex.get("max_abs_error") is not None else ""

@@ -12,6 +12,13 @@
 5. returns a `CurveFit` whose `to_dict()` is the content of `fit.json`, points included, so a
    report can redraw the curve without the input data.
 
+Weights: with `FitConfig.weighting = "binomial"` every step above is weighted least squares
+with w = 1 / se^2 (`scalerl.fit.noise`), which needs `n_samples`, the graded samples behind
+each point. Collapse: a curve that rose and then fell well below its peak
+(`scalerl.fit.collapse`, `FitConfig.collapse_drop`) gets `status = "collapsed"` with its peak
+and is fitted only up to the peak (later points: status "after_peak"); with fewer than 4
+points up to the peak it raises `CollapseError`. Other curves have `status = "ok"`.
+
 The budget planner (`SigmoidFit.compute_for_fraction`) is stored for 50/75/90/95 % of the gain.
 Deliberately left out: reading files and grouping (`scalerl.fit.inputs`) and plotting.
 """
@@ -24,6 +31,8 @@ import numpy as np
 
 from scalerl import __version__
 from scalerl.fit.bootstrap import bootstrap_intervals
+from scalerl.fit.collapse import detect_collapse
+from scalerl.fit.noise import binomial_weights
 from scalerl.fit.powerlaw import PowerLawFit, fit_power_law
 from scalerl.fit.sigmoid import (
     MIN_POINTS,
@@ -34,7 +43,8 @@ from scalerl.fit.sigmoid import (
     fit_sigmoid,
 )
 
-__all__ = ["CurveFit", "Selection", "fit_curve", "select_points", "extrapolation_check"]
+__all__ = ["CurveFit", "Selection", "fit_curve", "select_points", "extrapolation_check",
+           "CollapseError", "point_weights"]
 
 BUDGET_FRACTIONS = (0.5, 0.75, 0.9, 0.95)
 
@@ -45,7 +55,8 @@ class Selection:
 
     compute: np.ndarray  # [N] all points, sorted by compute
     reward: np.ndarray  # [N]
-    status: tuple[str, ...]  # per point: "used", "cutoff" (below the cutoff) or "base" (C = 0)
+    status: tuple[str, ...]  # per point: "used", "cutoff" (below the cutoff), "base" (C = 0)
+    #                          or "after_peak" (a collapsed curve's points after its peak)
     r0: float
     r0_source: str
     cutoff: float
@@ -78,7 +89,27 @@ def select_points(compute, reward, config: FitConfig) -> Selection:
     return Selection(c, y, status, r0, source, cutoff)
 
 
-def extrapolation_check(compute, reward, r0: float, config: FitConfig) -> dict:
+class CollapseError(FitError):
+    """The curve collapsed and too few points precede its peak to fit; `.collapse` has it."""
+
+    def __init__(self, message: str, collapse: dict):
+        super().__init__(message)
+        self.collapse = collapse
+
+
+def point_weights(compute, reward, n_samples, config: FitConfig) -> np.ndarray | None:
+    """The fit weights of `config.weighting` for points in the order of `compute` ([N]), or
+    None for plain least squares."""
+    if config.weighting == "none":
+        return None
+    if n_samples is None or not np.all(np.isfinite(np.asarray(n_samples, float))):
+        raise FitError("weighting = binomial needs the number of graded samples behind each "
+                       "point (a per-sample eval Parquet with a 0/1 `correct` column); use "
+                       "--weighting none for point CSVs or non-binary rewards")
+    return binomial_weights(reward, n_samples)
+
+
+def extrapolation_check(compute, reward, r0: float, config: FitConfig, weights=None) -> dict:
     """Fit on compute <= fraction x max, predict the later points; errors of that prediction.
 
     `compute`, `reward`: the used points (positive compute, above the cutoff), sorted.
@@ -94,7 +125,8 @@ def extrapolation_check(compute, reward, r0: float, config: FitConfig) -> dict:
         out["skipped"] = (f"{n_fit} point(s) at compute <= {frac:g} x max and {n_held} after; "
                           f"need >= {MIN_POINTS} and >= 1")
         return out
-    part = fit_sigmoid(c[early], y[early], config, r0=r0)
+    part = fit_sigmoid(c[early], y[early], config, r0=r0,
+                       weights=None if weights is None else np.asarray(weights)[early])
     pred = part.predict(c[~early])  # [n_held]
     err = np.abs(pred - y[~early])
     out.update(max_abs_error=float(err.max()), mean_abs_error=float(err.mean()),
@@ -112,6 +144,8 @@ class CurveFit:
     extrapolation: dict | None
     config: FitConfig
     warnings: tuple[str, ...]
+    status: str = "ok"  # "ok" or "collapsed" (fitted up to the peak only)
+    collapse: dict | None = None  # scalerl.fit.collapse.detect_collapse's record
 
     @property
     def converged(self) -> bool:
@@ -128,6 +162,8 @@ class CurveFit:
             "r2": s.r2, "sse": s.sse, "n_points": s.n_points,
             "n_excluded": int((~used).sum()), "cutoff": sel.cutoff,
             "converged": self.converged, "warnings": list(self.warnings),
+            "status": self.status, "collapse": self.collapse,
+            "weighting": self.config.weighting,
             "intervals": self.intervals,
             "power_law": self.power_law.to_dict() if self.power_law else None,
             "extrapolation": self.extrapolation,
@@ -155,27 +191,53 @@ def _finite_or_none(obj):
     return obj
 
 
-def fit_curve(compute, reward, config: FitConfig | None = None) -> CurveFit:
-    """Sigmoid + power law + bootstrap intervals + extrapolation check for one curve."""
+def fit_curve(compute, reward, config: FitConfig | None = None, *,
+              n_samples=None) -> CurveFit:
+    """Sigmoid + power law + bootstrap intervals + extrapolation check for one curve.
+
+    `n_samples` [N]: graded samples behind each point (needed by binomial weighting)."""
     config = config or FitConfig()
     sel = select_points(compute, reward, config)
+    order = np.argsort(np.asarray(compute, float).ravel(), kind="stable")
+    n_sorted = None if n_samples is None else np.asarray(n_samples, float).ravel()[order]
     used = sel.used
     c, y = sel.compute[used], sel.reward[used]
-    sig = fit_sigmoid(c, y, config, r0=sel.r0)
+    n_used = None if n_sorted is None else n_sorted[used]
+    status, collapse = "ok", None
+    if config.collapse_drop is not None:
+        collapse = detect_collapse(c, y, sel.r0, config.collapse_drop)
+    if collapse is not None:
+        status, keep = "collapsed", collapse["peak_index"] + 1
+        text = (f"the run collapsed: reward peaked at {collapse['peak_reward']:.4g} (compute "
+                f"{collapse['peak_compute']:.4g}) and fell to {collapse['final_reward']:.4g}, "
+                f"{collapse['drop_fraction']:.0%} of the gain")
+        if keep < MIN_POINTS:
+            raise CollapseError(f"{text}; only {keep} point(s) up to the peak, too few to fit",
+                                collapse)
+        after = set(np.flatnonzero(used)[keep:].tolist())  # indices into the sorted points
+        sel = dataclasses.replace(sel, status=tuple(
+            "after_peak" if i in after else s for i, s in enumerate(sel.status)))
+        c, y = c[:keep], y[:keep]
+        n_used = None if n_used is None else n_used[:keep]
+    weights = point_weights(c, y, n_used, config)
+    sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
     warnings = list(sig.warnings)
+    if collapse is not None:
+        warnings.insert(0, f"{text}; fitted on the {len(c)} point(s) up to the peak only")
     if sel.r0_source == "first point":
         warnings.append(f"R0 = {sel.r0:.4g} taken from the first point (compute {sel.compute[0]:.4g}"
                         "); pass the base model's reward (--r0 or a compute-0 point) if known")
     power = None
     if config.power_law:
-        power = fit_power_law(c, y)
+        power = fit_power_law(c, y, weights=weights)
     intervals = None
     if config.bootstrap_n > 0:
-        intervals = bootstrap_intervals(c, y, sig, config)
+        intervals = bootstrap_intervals(c, y, sig, config, weights=weights)
         warnings.extend(intervals["warnings"])
     extrap = None
     if config.extrapolate_fraction is not None:
-        extrap = extrapolation_check(c, y, sel.r0, config)
+        extrap = extrapolation_check(c, y, sel.r0, config, weights=weights)
         if "skipped" in extrap:
             warnings.append(f"extrapolation check skipped: {extrap['skipped']}")
-    return CurveFit(sel, sig, power, intervals, extrap, config, tuple(warnings))
+    return CurveFit(sel, sig, power, intervals, extrap, config, tuple(warnings), status,
+                    collapse)

@@ -8,6 +8,14 @@ Accepted inputs (several files are concatenated; a directory means its *.parquet
   to the pass rate (mean of `correct`) per group and compute value;
 - a CSV exported from other logs, e.g. a W&B history with `_step` and an eval metric that is
   only logged every k steps: rows without a reward value are dropped (and counted in a note).
+  W&B's wall-time columns can be the compute axis: `_runtime` (seconds since the run
+  started) is used as is, `_timestamp` (Unix seconds) as seconds since its first value in the
+  group. A metric that rises and then falls (a collapsed run) is read like any other; the fit
+  reports it (`scalerl.fit.collapse`).
+
+Noise: every point carries `stderr`, the binomial standard error sqrt(p (1 - p) / n) of its
+pass rate (n = samples averaged, `scalerl.fit.noise`), when the reward is 0/1 per sample (a
+per-sample eval's `correct`); otherwise NaN (a point CSV does not say how it was measured).
 
 Column auto-detection (first present wins; a name also matches the last `/` part of a column
 such as `eval/pass_rate`): compute from `COMPUTE_COLUMNS`, reward from `REWARD_COLUMNS`
@@ -16,7 +24,7 @@ listing the available ones. Several rows at one compute value within a group are
 Grouping: the given columns; by default `run` and `task` when they take several values (a
 sweep's eval files together, or the math and code curves of one run, are never pooled).
 
-Deliberately left out: reading W&B or TensorBoard directly (export a CSV), and weighting.
+Deliberately left out: reading W&B or TensorBoard directly (export a CSV).
 """
 
 from __future__ import annotations
@@ -28,11 +36,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalerl.fit.noise import binomial_se
+
 __all__ = ["InputError", "PointGroup", "read_tables", "load_groups", "resolve_column",
            "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS"]
 
 COMPUTE_COLUMNS = ("compute", "compute_device_hours", "compute_gpu_hours", "gpu_hours",
-                   "device_hours", "compute_flops", "flops", "step", "_step", "global_step")
+                   "device_hours", "compute_flops", "flops", "step", "_step", "global_step",
+                   "_runtime", "_timestamp")
 REWARD_COLUMNS = ("pass_rate", "correct", "accuracy", "acc", "reward_mean", "mean_reward",
                   "reward")
 SAMPLE_REWARD_COLUMNS = ("correct", "reward")
@@ -54,6 +65,7 @@ class PointGroup:
     n_rows: np.ndarray  # [N] rows (samples or log lines) averaged into each point
     meta: dict  # constant values of META_COLUMNS within the group
     notes: tuple[str, ...]
+    stderr: np.ndarray | None = None  # [N] binomial se of each point; NaN where unknown
 
 
 def _plain(v):
@@ -177,18 +189,25 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
                                                             if c in df.columns]]))].copy()
     table["_compute"] = compute[keep].to_numpy(float)
     table["_reward"] = reward[keep].to_numpy(float)
+    binary = bool(table["_reward"].isin((0.0, 1.0)).all())
     groups = []
     grouped = table.groupby(list(group_by), dropna=False, sort=True) if group_by else [((), table)]
     for key_values, sub in grouped:
         key_values = key_values if isinstance(key_values, tuple) else (key_values,)
         key = {c: _plain(v) for c, v in zip(group_by, key_values)}
+        if ccol == "_timestamp":  # Unix seconds -> seconds since the group's first row
+            sub = sub.assign(_compute=sub["_compute"] - sub["_compute"].min())
         points = sub.groupby("_compute", sort=True)["_reward"].agg(["mean", "size"])
+        if binary and per_sample:
+            stderr = binomial_se(points["mean"].to_numpy(float), points["size"].to_numpy(float))
+        else:
+            stderr = np.full(len(points), np.nan)
         meta = {c: _plain(sub[c].iloc[0]) for c in META_COLUMNS
                 if c in sub.columns and sub[c].nunique(dropna=False) == 1}
         groups.append(PointGroup(key=key, compute=points.index.to_numpy(float),
                                  reward=points["mean"].to_numpy(float),
                                  n_rows=points["size"].to_numpy(int), meta=meta,
-                                 notes=tuple(notes)))
+                                 notes=tuple(notes), stderr=stderr))
     info = {"compute_col": ccol, "reward_col": rcol, "per_sample": per_sample,
             "group_by": list(group_by), "n_rows": int(len(df))}
     return groups, info

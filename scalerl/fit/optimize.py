@@ -6,7 +6,10 @@ without a per-point optimiser call; `polish` refines (A, B, C_mid) jointly with
 GPU-hours, steps or FLOPs is equally well conditioned. The model and its inputs are
 documented in `scalerl.fit.sigmoid`.
 
-Deliberately left out: multi-start polishing (the grid supplies the start) and weights.
+Weights (optional, `weights` [N]): both minimise sum_j w_j r_j^2 instead of sum_j r_j^2
+(weighted least squares, e.g. w = 1 / se_j^2 from `scalerl.fit.noise`); None is unweighted.
+
+Deliberately left out: multi-start polishing (the grid supplies the start).
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ _CHUNK = 2_000_000  # elements per temporary array, bounds memory for big grids
 N_REFINE = 512  # grid points whose B is refined by Newton (lowest estimated SSE first)
 
 
-def _sse_newton(b, g, x, yc):
+def _sse_newton(b, g, x, yc, w):
     """SSE and the Newton step for B at a set of grid points.
 
-    b: [M]; g: [M] (= A - R0); x: [M, N] (= ln C_mid - ln C); yc: [N] (= y - R0).
+    b: [M]; g: [M] (= A - R0); x: [M, N] (= ln C_mid - ln C); yc: [N] (= y - R0); w: [N].
     With s = expit(-b x): residual r = yc - g s, J = df/db = -g x s (1 - s),
     H = d2f/db2 = g x^2 s (1 - s)(1 - 2 s); SSE' = -2 sum r J, SSE'' = 2 sum (J^2 - r H).
     The step is -SSE'/SSE'' (Gauss-Newton's -SSE'/(2 sum J^2) where SSE'' <= 0).
@@ -39,13 +42,14 @@ def _sse_newton(b, g, x, yc):
     ds = s * (1.0 - s)  # [M, N]
     jac = -g[:, None] * x * ds  # [M, N]
     hess = g[:, None] * x * x * ds * (1.0 - 2.0 * s)  # [M, N]
-    grad = -(r * jac).sum(-1)  # [M] SSE' / 2
-    curv = (jac * jac - r * hess).sum(-1)  # [M] SSE'' / 2
-    curv = np.where(curv > 0, curv, (jac * jac).sum(-1))
-    return (r * r).sum(-1), -grad / np.maximum(curv, 1e-300)
+    grad = -(w * r * jac).sum(-1)  # [M] SSE' / 2
+    curv = (w * (jac * jac - r * hess)).sum(-1)  # [M] SSE'' / 2
+    curv = np.where(curv > 0, curv, (w * jac * jac).sum(-1))
+    return (w * r * r).sum(-1), -grad / np.maximum(curv, 1e-300)
 
 
-def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps: int = 8):
+def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps: int = 8,
+                weights=None):
     """Best (A, C_mid) on the grid with B fitted by least squares at each point.
 
     1. Scan: for K log-spaced B values, s = expit(-B (ln C_mid - ln C)) depends on (B, C_mid)
@@ -61,7 +65,8 @@ def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps
     """
     x = np.log(cmid_grid)[:, None] - log_c[None, :]  # [nC, N]
     yc = y - r0  # [N]
-    yy = float(yc @ yc)
+    w = np.ones_like(yc) if weights is None else np.asarray(weights, float)  # [N]
+    yy = float(yc @ (w * yc))
     g = a_grid - r0  # [nA]
     log_b = np.linspace(np.log(config.b_min), np.log(config.b_max), config.b_scan_points)  # [K]
     h = log_b[1] - log_b[0]
@@ -72,8 +77,8 @@ def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps
     step = max(1, _CHUNK // (n_c * n))
     for k0 in range(0, n_k, step):
         s = expit(-np.exp(log_b[k0:k0 + step])[:, None, None] * x[None])  # [k, nC, N]
-        s1[k0:k0 + step] = s @ yc
-        s2[k0:k0 + step] = (s * s).sum(-1)
+        s1[k0:k0 + step] = s @ (w * yc)
+        s2[k0:k0 + step] = (s * s) @ w
     sse_scan = yy - 2 * g[:, None, None] * s1[None] + (g * g)[:, None, None] * s2[None]
     # sse_scan: [nA, K, nC]
     k_best = sse_scan.argmin(axis=1)  # [nA, nC]
@@ -93,11 +98,11 @@ def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps
     hi_b = np.exp(log_b[np.minimum(k_best[ia, ic] + 1, n_k - 1)])
     gm, xm = g[ia], x[ic]  # [M], [M, N]
     b = np.exp(log_b0[ia, ic])  # [M]
-    sse, step_b = _sse_newton(b, gm, xm, yc)
+    sse, step_b = _sse_newton(b, gm, xm, yc, w)
     scale = np.ones_like(b)
     for _ in range(newton_steps):
         trial = np.clip(b + scale * step_b, lo_b, hi_b)
-        sse_trial, step_trial = _sse_newton(trial, gm, xm, yc)
+        sse_trial, step_trial = _sse_newton(trial, gm, xm, yc, w)
         better = sse_trial < sse
         b = np.where(better, trial, b)
         sse = np.where(better, sse_trial, sse)
@@ -109,12 +114,12 @@ def grid_search(log_c, y, r0, a_grid, cmid_grid, config: FitConfig, newton_steps
 
 # -- polish --------------------------------------------------------------------------------
 
-def _residuals(theta, log_c, y, r0, fixed_a):
+def _residuals(theta, log_c, y, r0, fixed_a, sqrt_w):
     a, b, log_cmid = (fixed_a, *theta) if fixed_a is not None else theta
-    return r0 + (a - r0) * expit(-b * (log_cmid - log_c)) - y
+    return sqrt_w * (r0 + (a - r0) * expit(-b * (log_cmid - log_c)) - y)
 
 
-def _jacobian(theta, log_c, y, r0, fixed_a):
+def _jacobian(theta, log_c, y, r0, fixed_a, sqrt_w):
     a, b, log_cmid = (fixed_a, *theta) if fixed_a is not None else theta
     x = log_cmid - log_c
     s = expit(-b * x)
@@ -122,11 +127,14 @@ def _jacobian(theta, log_c, y, r0, fixed_a):
     cols = [-(a - r0) * x * ds, -(a - r0) * b * ds]  # d/dB, d/d ln C_mid
     if fixed_a is None:
         cols.insert(0, s)  # d/dA
-    return np.stack(cols, axis=1)
+    return sqrt_w[:, None] * np.stack(cols, axis=1)
 
 
-def polish(log_c, y, r0, start, bounds, fixed_a=None):
-    """Bounded least squares on (A, B, ln C_mid) from `start` = (A, B, C_mid)."""
+def polish(log_c, y, r0, start, bounds, fixed_a=None, weights=None):
+    """Bounded least squares on (A, B, ln C_mid) from `start` = (A, B, C_mid).
+
+    `res.fun` holds the weighted residuals sqrt(w_j) r_j (plain residuals without weights)."""
+    sqrt_w = np.ones(np.shape(y)) if weights is None else np.sqrt(np.asarray(weights, float))
     a, b, c_mid = start
     lo = [bounds[0][0], bounds[1][0], np.log(bounds[2][0])]
     hi = [bounds[0][1], bounds[1][1], np.log(bounds[2][1])]
@@ -134,7 +142,7 @@ def polish(log_c, y, r0, start, bounds, fixed_a=None):
     if fixed_a is not None:
         lo, hi, x0 = lo[1:], hi[1:], x0[1:]
     res = least_squares(_residuals, x0, jac=_jacobian, bounds=(lo, hi), method="trf",
-                        x_scale="jac", args=(log_c, y, r0, fixed_a), xtol=1e-12, ftol=1e-12,
+                        x_scale="jac", args=(log_c, y, r0, fixed_a, sqrt_w), xtol=1e-12, ftol=1e-12,
                         gtol=1e-12, max_nfev=500)
     theta = res.x if fixed_a is None else np.concatenate([[fixed_a], res.x])
     return float(theta[0]), float(theta[1]), float(np.exp(theta[2])), res

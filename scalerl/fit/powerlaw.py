@@ -11,7 +11,10 @@ triple is polished with bounded least squares on (A, ln D', B). Compute is divid
 geometric mean c_ref inside the fit (D' = D / c_ref^B) so FLOP-scale compute stays well
 conditioned; `D` is reported in the caller's compute units.
 
-Deliberately left out: an offset C_0 (R = A - D / (C + C_0)^B) and weighting.
+`weights` [N] (optional): weighted least squares, sum_j w_j r_j^2 (the binomial weights of
+`scalerl.fit.noise`); `sse` and `r2` are then weighted.
+
+Deliberately left out: an offset C_0 (R = A - D / (C + C_0)^B).
 """
 
 from __future__ import annotations
@@ -50,11 +53,12 @@ def power_law(compute, a: float, d: float, b: float) -> np.ndarray:
     return a - np.exp(np.log(d) - b * np.log(c))
 
 
-def _linear_ad(u, y, a_max):
-    """Least-squares (A, D) for y = A - D u at every B: u [K, N], y [N] -> A, D, sse [K]."""
-    n = y.size
-    su, suu = u.sum(-1), (u * u).sum(-1)  # [K]
-    sy, suy = y.sum(), u @ y  # [], [K]
+def _linear_ad(u, y, a_max, w):
+    """Weighted least-squares (A, D) for y = A - D u at every B: u [K, N], y, w [N] -> A, D,
+    sse [K]."""
+    n = w.sum()
+    su, suu = u @ w, (u * u) @ w  # [K]
+    sy, suy = w @ y, u @ (w * y)  # [], [K]
     det = n * suu - su * su
     a = (suu * sy - su * suy) / det
     d = (su * sy - n * suy) / det  # y = a - d u  => slope -d
@@ -65,11 +69,11 @@ def _linear_ad(u, y, a_max):
     d = np.where(capped, np.maximum((a_max * su - suy) / suu, 0.0), d)
     a = np.where(capped, a_max, a)
     resid = y - a[:, None] + d[:, None] * u  # [K, N]
-    return a, d, (resid * resid).sum(-1)
+    return a, d, (resid * resid) @ w
 
 
 def fit_power_law(compute, reward, *, a_max: float | None = None, b_min: float = 1e-3,
-                  b_max: float = 10.0, b_scan_points: int = 400) -> PowerLawFit:
+                  b_max: float = 10.0, b_scan_points: int = 400, weights=None) -> PowerLawFit:
     """Fit R = A - D / C^B to points with positive compute.
 
     a_max: upper bound of A (default 1.0 when all rewards are <= 1, i.e. pass rates).
@@ -78,6 +82,10 @@ def fit_power_law(compute, reward, *, a_max: float | None = None, b_min: float =
     y = np.asarray(reward, dtype=float)
     if c.size < 3 or (c <= 0).any() or not np.isfinite(c).all() or not np.isfinite(y).all():
         raise ValueError("the power law needs >= 3 points with finite reward and positive compute")
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)  # [N]
+    if w.shape != y.shape or not np.isfinite(w).all() or (w <= 0).any():
+        raise ValueError(f"weights must be {y.size} positive finite values, one per point")
+    sqrt_w = np.sqrt(w)
     if a_max is None:
         a_max = 1.0 if y.max() <= 1.0 else float("inf")
     log_c = np.log(c)
@@ -85,11 +93,11 @@ def fit_power_law(compute, reward, *, a_max: float | None = None, b_min: float =
     lx = log_c - log_ref  # ln(C / c_ref)
     bs = np.geomspace(b_min, b_max, b_scan_points)  # [K]
     u = np.exp(-bs[:, None] * lx[None])  # [K, N] = (C / c_ref)^-B
-    a_k, d_k, sse_k = _linear_ad(u, y, a_max)
+    a_k, d_k, sse_k = _linear_ad(u, y, a_max, w)
     k = int(np.argmin(sse_k))
     warnings: list[str] = []
-    sst = float(np.sum((y - y.mean()) ** 2))
-    sst = sst if sst > 1e-20 * max(1.0, float(y @ y)) else 0.0  # constant data: no R²
+    sst = float(w @ (y - w @ y / w.sum()) ** 2)
+    sst = sst if sst > 1e-20 * max(1.0, float(w @ (y * y))) else 0.0  # constant data: no R²
     if d_k[k] <= 0:
         warnings.append("the reward does not increase with compute: the power law is a constant")
         sse = float(sse_k[k])
@@ -99,12 +107,12 @@ def fit_power_law(compute, reward, *, a_max: float | None = None, b_min: float =
 
     def resid(theta):
         a, log_d, b = theta
-        return a - np.exp(log_d - b * lx) - y
+        return sqrt_w * (a - np.exp(log_d - b * lx) - y)
 
     def jac(theta):
         a, log_d, b = theta
         t = np.exp(log_d - b * lx)
-        return np.stack([np.ones_like(lx), -t, t * lx], axis=1)
+        return sqrt_w[:, None] * np.stack([np.ones_like(lx), -t, t * lx], axis=1)
 
     lo = [-np.inf, -np.inf, b_min]
     hi = [a_max if np.isfinite(a_max) else np.inf, np.inf, b_max]

@@ -8,7 +8,8 @@ law, the budget to 90 % of the gain, `converged` and the warnings. `write_report
 out, by, order)` writes `scaling.parquet`, `scaling.md` (with the comparison along the scale
 axes of `scalerl.fit.axes`) and `curves.png` atomically. Fits sharing all
 `by` values (seeds) are also summarised per cell with the spread of A against the paper's
-0.02 margin.
+0.02 margin. With `predictions` (rows of predictions.parquet, `scalerl predict`) the report
+adds a prediction backtest (`scalerl.fit.backtest`): a section of scaling.md and backtest.png.
 
 Deliberately left out: re-fitting (the report trusts the records) and HTML output.
 """
@@ -77,7 +78,7 @@ def fits_frame(records: Sequence[dict], by: Sequence[str] = ()) -> pd.DataFrame:
         row.update(
             R0=r["R0"], r2=r.get("r2"), sse=r.get("sse"), n_points=r.get("n_points"),
             n_excluded=r.get("n_excluded"), cutoff=r.get("cutoff"),
-            converged=bool(r.get("converged", False)),
+            converged=bool(r.get("converged", False)), status=r.get("status", "ok"),
             extrap_fraction=ex.get("fraction"), extrap_max_abs_error=ex.get("max_abs_error"),
             extrap_mean_abs_error=ex.get("mean_abs_error"),
             predicted_final=ex.get("predicted_final"), observed_final=ex.get("observed_final"),
@@ -186,8 +187,10 @@ def _cells_markdown(df: pd.DataFrame, by: Sequence[str]) -> str:
 
 
 def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = DEFAULT_BY,
-                 order: dict[str, Sequence] | None = None) -> dict:
+                 order: dict[str, Sequence] | None = None,
+                 predictions: pd.DataFrame | None = None) -> dict:
     """scaling.parquet, scaling.md and curves.png under `out`; returns their paths.
+    `predictions`: also the backtest section and backtest.png (when any run matches).
 
     `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
     the "does more scale raise the ceiling" section (`scalerl.fit.axes`)."""
@@ -203,7 +206,21 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
     absent = [k for k in by if k not in present]
     if absent:
         text += f"\nColumns without values in any fit (not shown): {', '.join(absent)}.\n"
-    write_text_atomic(paths["markdown"],
-                      text + axes_markdown(df, present, order) + _cells_markdown(df, present))
+    backtest_text = ""
+    if predictions is not None and len(predictions):
+        from scalerl.fit.backtest import (
+            backtest_markdown,
+            backtest_table,
+            finals_from_records,
+            plot_backtest,
+        )
+
+        table = backtest_table(predictions, finals_from_records(records))
+        if len(table):
+            backtest_text = backtest_markdown(table)
+            paths["backtest"] = out / "backtest.png"
+            plot_backtest(table, paths["backtest"])
+    write_text_atomic(paths["markdown"], text + axes_markdown(df, present, order)
+                      + _cells_markdown(df, present) + backtest_text)
     plot_combined(list(records), paths["plot"], by=present or None)
     return paths

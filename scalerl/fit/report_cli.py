@@ -11,6 +11,7 @@ writes, atomically:
                           per-cell summary when several fits (seeds) share a cell
     DIR/curves.png        every curve redrawn from its parameters and stored points, one
                           colour per --by combination
+    DIR/backtest.png      with --predictions: prediction error vs fraction of compute
 --order model=tiny-s,tiny-m gives an axis's values smallest first (gen_len is numeric).
 Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
 """
@@ -34,6 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--order", action="append", default=[], metavar="AXIS=V1,V2,...",
                         help="values of a scale axis from smallest to largest, e.g. "
                              "model=tiny-s,tiny-m (repeatable; numbers sort by value)")
+    parser.add_argument("--predictions", nargs="+", metavar="PARQUET", help="predictions.parquet "
+                        "files (scalerl predict): adds the prediction backtest")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
         order[axis.strip()] = [v.strip() for v in values.split(",") if v.strip()]
     records = collect_records(args.fits)
     progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")
-    paths = write_report(records, args.out, by, order)
+    predictions = None
+    if args.predictions:
+        from scalerl.fit.predict import read_predictions
+
+        predictions = read_predictions(args.predictions)
+    paths = write_report(records, args.out, by, order, predictions)
     flagged = sum(not r.get("converged", False) for r in records)
     progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
              + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))

@@ -23,8 +23,14 @@ saturated curve overshoots its asymptote). C_mid spans [smallest fitted compute,
 with 100 values, log-spaced when that range covers two or more decades (compute in FLOPs,
 steps from 1), linear otherwise (the paper's choice for GPU-hours).
 
+Weighting (`FitConfig.weighting`): "none" (the paper's plain least squares) or "binomial":
+each point's squared residual is weighted by 1 / se_j^2, se_j = sqrt(p_j (1 - p_j) / n_j) its
+binomial standard error (`scalerl.fit.noise`), so points measured on more samples, or nearer
+0 or 1, count more. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
+`r2` are then the weighted ones.
+
 Deliberately left out: fitting R0 (it is given or read from the first point, as in the
-paper), weighting points by their sampling error, and priors on the parameters.
+paper) and priors on the parameters.
 """
 
 from __future__ import annotations
@@ -94,6 +100,14 @@ class FitConfig(Config):
                                                 "this fraction of the maximum, predict the rest; "
                                                 "None: skip", gt=0, lt=1)
     power_law: bool = field_(True, "also fit the power law R = A - D / C^B (paper A.4)")
+    weighting: str = field_("none", "weights of the points: none (plain least squares, the "
+                            "paper's) or binomial (1 / se^2, se = sqrt(p (1 - p) / n), n = "
+                            "samples behind the point; needs per-sample evals)",
+                            choices=("none", "binomial"))
+    collapse_drop: float | None = field_(0.25, "a curve whose final (3-point mean) reward "
+                                         "lies below its peak by this fraction of the gain "
+                                         "peak - R0 is reported as collapsed, fitted only up "
+                                         "to the peak; None: never", gt=0, le=1)
 
     def validate(self) -> None:
         super().validate()
@@ -233,14 +247,21 @@ def check_points(compute, reward) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fit_sigmoid(compute, reward, config: FitConfig | None = None, *, r0: float | None = None,
-                fixed_a: float | None = None) -> SigmoidFit:
+                fixed_a: float | None = None, weights=None) -> SigmoidFit:
     """Fit the sigmoid to points that are already selected (positive compute, above cutoff).
 
     `r0` overrides `config.r0`; one of them must be given (`scalerl.fit.curve.fit_curve` takes
     R0 from the first point). `fixed_a` fixes the asymptote and fits only B and C_mid.
+    `weights` [N] (positive, in the order of `compute`): weighted least squares.
     """
     config = config or FitConfig()
     c, y = check_points(compute, reward)
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=float).ravel()
+        if w.shape != np.shape(compute) or not np.isfinite(w).all() or (w <= 0).any():
+            raise FitError(f"weights must be {c.size} positive finite values, one per point")
+        w = w[np.argsort(np.asarray(compute, float).ravel(), kind="stable")]
     r0 = config.r0 if r0 is None else r0
     if r0 is None or not np.isfinite(r0):
         raise FitError("R0 is needed: give r0 (base-model reward) or use fit_curve")
@@ -257,14 +278,16 @@ def fit_sigmoid(compute, reward, config: FitConfig | None = None, *, r0: float |
     cmid_grid = cmid_grid_for(c, config)
     a_range = (float(a_grid[0]), float(a_grid[-1]))
     cmid_range = (float(cmid_grid[0]), float(cmid_grid[-1]))
-    ga, gb, gc, gsse = grid_search(log_c, y, r0, a_grid, cmid_grid, config)
+    ga, gb, gc, gsse = grid_search(log_c, y, r0, a_grid, cmid_grid, config, weights=w)
     bounds = (a_range, (config.b_min, config.b_max), cmid_range)
-    a, b, c_mid, res = polish(log_c, y, r0, (ga, gb, gc), bounds, fixed_a=fixed_a)
+    a, b, c_mid, res = polish(log_c, y, r0, (ga, gb, gc), bounds, fixed_a=fixed_a, weights=w)
     sse = float(np.sum(res.fun ** 2))
     if sse > gsse:  # the polish never makes it worse than the grid
         a, b, c_mid, sse = ga, gb, gc, gsse
-    sst = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - sse / sst if sst > 1e-20 * max(1.0, float(y @ y)) else float("nan")
+    wr = np.ones_like(y) if w is None else w
+    y_bar = float(wr @ y / wr.sum())
+    sst = float(wr @ (y - y_bar) ** 2)
+    r2 = 1.0 - sse / sst if sst > 1e-20 * max(1.0, float(wr @ (y * y))) else float("nan")
     warnings = list(_diagnose(c, y, r0, a, b, c_mid, bounds, fixed_a))
     converged = bool(res.status > 0) and not warnings
     if res.status <= 0:

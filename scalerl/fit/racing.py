@@ -1,0 +1,183 @@
+"""Racing: stop the runs of a sweep whose predicted ceiling A is clearly below the best's.
+
+`race(predictions, task=..., margin=0.02, min_fraction=0.3, groups=None, form="sigmoid")` is a
+pure function of the latest prediction of every run (`scalerl.fit.predict`, one
+predictions.parquet per run, concatenated). Units: a "group" is one configuration; without
+`groups` every run is its own group, with `groups` ({run: group}) the seeds of one
+configuration are judged together.
+
+Per group (the runs with a usable prediction, i.e. not few_points, finite A):
+- one run: A, A_lo, A_hi are the run's (bootstrap interval of A);
+- k >= 2 seeds: A = mean of the seeds' A, spread = max - min of their A, A_lo / A_hi = mean
+  of their bounds; the fraction of compute is the smallest of the seeds'.
+The best group has the largest A. A group is stopped when all of:
+1. it has run at least `min_fraction` of its compute (earlier, A is weakly determined);
+2. its A_hi < best A_lo - margin (the intervals are separated by more than the margin);
+3. it is not tied with the best: best A - A > max(margin, its spread, the best's spread)
+   (paper §2.1: A of identical runs varies by ~0.02, so closer A values are a tie).
+A run whose curve collapsed (status "collapsed") is stopped once past min_fraction (its
+seeds are judged without it). Everything else is kept, with the reason. Stopping saves the compute a run has
+not spent yet: compute / compute_fraction - compute.
+
+The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
+of `race` as JSON (atomically).
+
+Deliberately left out: restarting stopped runs, successive halving schedules, and judging
+B (efficiency) rather than A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from scalerl.fit.compare import A_MARGIN
+from scalerl.fit.predict import FORMS, read_predictions
+from scalerl.utils.io import write_json_atomic
+from scalerl.utils.log import progress
+
+__all__ = ["race", "latest_predictions", "seed_groups"]
+
+UNUSABLE = ("few_points",)
+
+
+def latest_predictions(df: pd.DataFrame, task: str, form: str = "sigmoid") -> pd.DataFrame:
+    """The row of the latest chunk of every run for `task` and `form`."""
+    if form not in FORMS:
+        raise ValueError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+    sub = df[(df["task"].astype(str) == str(task)) & (df["form"] == form)]
+    if sub.empty:
+        tasks = sorted(df["task"].astype(str).unique())
+        raise ValueError(f"no {form} predictions for task {task!r}; tasks present: "
+                         f"{', '.join(tasks) or 'none'}")
+    return sub.sort_values(["run", "chunk"]).groupby("run", sort=True).tail(1) \
+        .reset_index(drop=True)
+
+
+def seed_groups(runs, pattern: str) -> dict[str, str]:
+    """{run: run with `pattern` removed}, e.g. pattern '_s[0-9]+$' groups seeds of a cell."""
+    regex = re.compile(pattern)
+    return {str(r): regex.sub("", str(r)) for r in runs}
+
+
+def _float(v) -> float | None:
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
+def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dict]:
+    out = {}
+    for name, sub in latest.groupby(latest["run"].map(lambda r: groups.get(r, r)), sort=True):
+        usable = sub[~sub["status"].isin(UNUSABLE) & np.isfinite(sub["A"])
+                     & (sub["status"] != "collapsed")]
+        s = {"runs": sorted(sub["run"]), "n_seeds": int(len(usable)),
+             "fraction": float(sub["compute_fraction"].min()),
+             "collapsed": sorted(sub.loc[sub["status"] == "collapsed", "run"]),
+             "A": None, "A_lo": None, "A_hi": None, "spread": 0.0}
+        if len(usable):
+            s.update(A=float(usable["A"].mean()), A_lo=float(usable["A_lo"].mean()),
+                     A_hi=float(usable["A_hi"].mean()),
+                     spread=float(usable["A"].max() - usable["A"].min()))
+        out[str(name)] = s
+    return out
+
+
+def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
+         min_fraction: float = 0.3, groups: Mapping[str, str] | None = None,
+         form: str = "sigmoid") -> dict:
+    """Stop/keep decisions for every run of the sweep; see the module docstring."""
+    if margin < 0 or not 0 <= min_fraction <= 1:
+        raise ValueError(f"need margin >= 0 and 0 <= min_fraction <= 1, got {margin}, "
+                         f"{min_fraction}")
+    latest = latest_predictions(predictions, task, form)
+    groups = dict(groups or {})
+    summary = _summaries(latest, groups)
+    ranked = [g for g in summary if summary[g]["A"] is not None]
+    best = max(ranked, key=lambda g: summary[g]["A"]) if ranked else None
+    b = summary[best] if best else None
+    decisions, saved, planned = [], 0.0, 0.0
+    for _, row in latest.iterrows():
+        name = groups.get(row["run"], row["run"])
+        g = summary[str(name)]
+        final = row["compute"] / row["compute_fraction"] if row["compute_fraction"] > 0 \
+            else float("nan")
+        planned += final if np.isfinite(final) else 0.0
+        stop, reason = False, ""
+        if g["fraction"] < min_fraction:
+            reason = (f"only {g['fraction']:.0%} of compute run (< min_fraction "
+                      f"{min_fraction:.0%}): A is not yet trusted")
+        elif row["status"] == "collapsed":
+            stop, reason = True, "the run collapsed (reward fell well below its peak)"
+        elif g["A"] is None:
+            reason = "no usable prediction yet (too few points)"
+        elif name == best:
+            reason = "best A so far"
+        else:
+            gap = b["A"] - g["A"]
+            tie = max(margin, g["spread"], b["spread"])
+            separated = g["A_hi"] < b["A_lo"] - margin
+            if gap <= tie:
+                reason = (f"tie with the best: A gap {gap:.3f} <= {tie:.3f} (max of the margin "
+                          "and the seed spreads)")
+            elif not separated:
+                reason = (f"A upper bound {g['A_hi']:.3f} not below the best's lower bound "
+                          f"{b['A_lo']:.3f} - margin {margin:g}")
+            else:
+                stop = True
+                reason = (f"A upper bound {g['A_hi']:.3f} < best ({best}) lower bound "
+                          f"{b['A_lo']:.3f} - margin {margin:g}")
+        save = float(final - row["compute"]) if stop and np.isfinite(final) else 0.0
+        saved += save
+        decisions.append({"run": str(row["run"]), "group": str(name),
+                          "decision": "stop" if stop else "keep", "reason": reason,
+                          "chunk": int(row["chunk"]), "compute_fraction":
+                          float(row["compute_fraction"]), "A": _float(row["A"]),
+                          "A_lo": _float(row["A_lo"]), "A_hi": _float(row["A_hi"]),
+                          "status": str(row["status"]), "compute_saved": save})
+    return {"task": str(task), "form": form, "margin": margin, "min_fraction": min_fraction,
+            "best": None if best is None else {"group": best, **b},
+            "groups": summary, "decisions": decisions, "compute_saved": saved,
+            "compute_planned": planned,
+            "fraction_saved": saved / planned if planned > 0 else 0.0}
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = ("Decide which runs of a sweep to stop from their latest predictions "
+                          "(scalerl.fit.racing); writes decisions.json atomically.")
+    parser.add_argument("--predictions", nargs="+", required=True, metavar="PARQUET",
+                        help="predictions.parquet files of the sweep's runs (scalerl predict)")
+    parser.add_argument("--task", required=True, help="task whose pass rate is raced (math)")
+    parser.add_argument("--margin", type=float, default=A_MARGIN,
+                        help=f"A margin (default {A_MARGIN}, the paper's seed variation)")
+    parser.add_argument("--min-fraction", type=float, default=0.3, help="a run is never "
+                        "stopped before this fraction of its compute (default 0.3)")
+    parser.add_argument("--form", choices=FORMS, default="sigmoid",
+                        help="which fitted form's A to race on (default sigmoid)")
+    parser.add_argument("--group", action="append", default=[], metavar="RUN=GROUP",
+                        help="put RUN in seed group GROUP (repeatable)")
+    parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
+                        "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
+    parser.add_argument("--out", required=True, help="decisions.json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from scalerl.config import key_value
+
+    df = read_predictions(args.predictions)
+    groups = seed_groups(df["run"].unique(), args.seed_pattern) if args.seed_pattern else {}
+    for item in args.group:
+        run_id, group = key_value(item, "--group", "RUN=GROUP", need_value=True)
+        groups[run_id.strip()] = group.strip()
+    result = race(df, task=args.task, margin=args.margin, min_fraction=args.min_fraction,
+                  groups=groups, form=args.form)
+    write_json_atomic(args.out, result)
+    stopped = [d["run"] for d in result["decisions"] if d["decision"] == "stop"]
+    progress(f"race: {len(result['decisions'])} run(s), stop {len(stopped)}"
+             + (f" ({', '.join(stopped)})" if stopped else "")
+             + f"; compute saved {result['fraction_saved']:.0%}; wrote {args.out}")
+    return 0

@@ -1,0 +1,136 @@
+"""Racing decisions and the backtest table on hand-set predictions."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalerl.cli import main
+from scalerl.fit.backtest import backtest_summary, backtest_table, plot_backtest
+from scalerl.fit.curve import fit_curve
+from scalerl.fit.predict import predict_final, prediction_rows, write_predictions
+from scalerl.fit.racing import race, seed_groups
+from scalerl.fit.report import write_report
+from scalerl.fit.sigmoid import FitConfig, sigmoid
+
+
+def row(run, a, lo, hi, fraction=0.5, compute=5.0, chunk=3, status="ok", form="sigmoid",
+        task="math", pred=None):
+    pred = a - 0.02 if pred is None else pred
+    return {"run": run, "task": task, "chunk": chunk, "compute": compute,
+            "compute_fraction": fraction, "form": form, "predicted_final": pred,
+            "predicted_final_lo": pred - 0.01, "predicted_final_hi": pred + 0.01, "A": a,
+            "A_lo": lo, "A_hi": hi, "reached_c_mid": True, "n_points": 8, "status": status}
+
+
+def decisions(result):
+    return {d["run"]: d["decision"] for d in result["decisions"]}
+
+
+def test_stop_keep_and_compute_saved():
+    df = pd.DataFrame([row("best", 0.60, 0.58, 0.62),
+                       row("low", 0.50, 0.48, 0.53),  # 0.53 < 0.58 - 0.02: stop
+                       row("close", 0.55, 0.52, 0.57),  # 0.57 >= 0.56: keep
+                       row("best", 0.55, 0.40, 0.70, chunk=1, fraction=0.1)])  # older chunk
+    result = race(df, task="math", margin=0.02, min_fraction=0.3)
+    assert decisions(result) == {"best": "keep", "low": "stop", "close": "keep"}
+    assert result["best"]["group"] == "best" and result["best"]["A_lo"] == 0.58
+    low = next(d for d in result["decisions"] if d["run"] == "low")
+    assert "0.530 < best (best) lower bound 0.580" in low["reason"]
+    # compute 5 at fraction 0.5: planned 10, saved 5 of the 30 planned by the three runs
+    assert low["compute_saved"] == 5.0 and result["compute_saved"] == 5.0
+    assert result["compute_planned"] == 30.0 and result["fraction_saved"] == pytest.approx(1 / 6)
+
+
+def test_min_fraction_protects_early_runs_and_collapse_stops():
+    df = pd.DataFrame([row("best", 0.60, 0.58, 0.62), row("low", 0.50, 0.48, 0.53,
+                                                            fraction=0.2),
+                       row("gone", np.nan, np.nan, np.nan, status="collapsed"),
+                       row("new", np.nan, np.nan, np.nan, status="few_points")])
+    result = race(df, task="math", margin=0.02, min_fraction=0.3)
+    assert decisions(result) == {"best": "keep", "low": "keep", "gone": "stop", "new": "keep"}
+    reasons = {d["run"]: d["reason"] for d in result["decisions"]}
+    assert "min_fraction" in reasons["low"] and "too few points" in reasons["new"]
+    assert decisions(race(df, task="math", min_fraction=0.1))["low"] == "stop"
+
+
+def test_seed_groups_tie_within_the_seed_spread():
+    rows = [row("x_s0", 0.62, 0.61, 0.63), row("x_s1", 0.54, 0.53, 0.55),  # mean 0.58,
+            row("y_s0", 0.535, 0.53, 0.54), row("y_s1", 0.535, 0.53, 0.54)]  # spread 0.08
+    df = pd.DataFrame(rows)
+    groups = seed_groups(df["run"], r"_s[0-9]+$")
+    assert groups == {"x_s0": "x", "x_s1": "x", "y_s0": "y", "y_s1": "y"}
+    result = race(df, task="math", groups=groups)
+    # y: A_hi 0.54 < x's A_lo 0.57 - 0.02, but the gap 0.045 <= x's seed spread 0.08: a tie
+    assert decisions(result) == dict.fromkeys(groups, "keep")
+    assert result["groups"]["x"]["spread"] == pytest.approx(0.08)
+    assert "tie with the best" in result["decisions"][2]["reason"]
+    # judged run by run, the same numbers stop x_s1 and both y seeds
+    alone = decisions(race(df, task="math"))
+    assert alone == {"x_s0": "keep", "x_s1": "stop", "y_s0": "stop", "y_s1": "stop"}
+    # seeds that agree (spread 0): the gap 0.065 is not a tie -> both y seeds stop
+    agree = pd.DataFrame([row("x_s0", 0.60, 0.59, 0.61), row("x_s1", 0.60, 0.59, 0.61),
+                          *rows[2:]])
+    result = race(agree, task="math", groups=groups)
+    assert decisions(result) == {"x_s0": "keep", "x_s1": "keep", "y_s0": "stop", "y_s1": "stop"}
+    assert result["compute_saved"] == 10.0
+
+
+def test_race_cli_writes_decisions(tmp_path):
+    paths = []
+    for name, a in (("a", 0.6), ("b", 0.5)):
+        paths.append(tmp_path / f"{name}.parquet")
+        write_predictions(paths[-1], [row(name, a, a - 0.01, a + 0.01),
+                                      row(name, a, a - 0.01, a + 0.01, form="power_law")])
+    out = tmp_path / "decisions.json"
+    assert main(["race", "--predictions", *map(str, paths), "--task", "math", "--margin",
+                 "0.02", "--min-fraction", "0.3", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert decisions(result) == {"a": "keep", "b": "stop"}
+    assert main(["race", "--predictions", *map(str, paths), "--task", "code",
+                 "--out", str(out)]) == 2  # no code predictions: a clear error
+
+
+def test_backtest_table_and_summary_hand_set(tmp_path):
+    preds = pd.DataFrame([
+        row("r", 0.7, 0.6, 0.8, fraction=0.25, pred=0.50),  # interval 0.49-0.51
+        row("r", 0.7, 0.6, 0.8, fraction=0.5, pred=0.595),  # 0.585-0.605 covers 0.6
+        row("r", 1.0, 0.8, 1.0, fraction=0.25, pred=0.70, form="power_law"),
+        row("r", 1.0, 0.8, 1.0, fraction=0.5, pred=0.64, form="power_law"),
+        row("unfinished", 0.7, 0.6, 0.8, fraction=0.5),
+        row("r", np.nan, np.nan, np.nan, fraction=0.1, pred=np.nan, status="few_points"),
+    ])
+    finals = pd.DataFrame({"run": ["r"], "task": ["math"], "observed_final": [0.6]})
+    table = backtest_table(preds, finals)
+    assert len(table) == 4 and set(table["run"]) == {"r"}
+    sig = table[table["form"] == "sigmoid"]
+    np.testing.assert_allclose(sig["error"], [-0.10, -0.005], atol=1e-12)
+    assert sig["covered"].tolist() == [False, True]
+    summary = backtest_summary(table, bins=(0, 0.25, 0.5, 1.0))
+    got = {(r.form, r.fraction_bin): (r.n, r.median_abs_error, r.coverage)
+           for r in summary.itertuples()}
+    assert got[("sigmoid", "(-0.001, 0.25]")] == pytest.approx((1, 0.10, 0.0))
+    assert got[("power_law", "(0.25, 0.5]")] == pytest.approx((1, 0.04, 0.0))
+    plot_backtest(table, tmp_path / "b.png")
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
+    c = np.r_[0.0, np.linspace(100, 6000, 24)]
+    y = np.r_[0.3, sigmoid(c[1:], 0.6, 2.0, 2000.0, 0.3)]
+    y[1:] += np.random.default_rng(0).normal(0, 0.005, 24)
+    record = fit_curve(c, y, FitConfig(bootstrap_n=0)).to_dict(
+        group={}, meta={"run": "r", "task": "math"})
+    rows = []
+    for k in (8, 12, 18):
+        preds = predict_final(c[:k + 1], y[:k + 1], c[-1], FitConfig(bootstrap_n=10))
+        rows += prediction_rows("r", "math", k, c[k], c[-1], preds)
+    paths = write_report([record], tmp_path / "rep", by=("run",),
+                         predictions=pd.DataFrame(rows))
+    text = paths["markdown"].read_text()
+    # chunks 8, 12, 18 sit at compute fractions 0.32, 0.49, 0.74 (c_k = 100 + (k-1) 5900/23)
+    assert "## Prediction backtest" in text and "| sigmoid | (0.25, 0.5] | 2 |" in text
+    assert "| power_law | (0.5, 0.75] | 1 |" in text
+    assert paths["backtest"].read_bytes()[:4] == b"\x89PNG"
+    assert "backtest" not in write_report([record], tmp_path / "rep2", by=("run",))
