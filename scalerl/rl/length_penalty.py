@@ -38,10 +38,10 @@ class LengthPenaltyConfig(Config):
     """L_max and L_cache of the overlong penalty (paper Eq. 9)."""
 
     max_len: int = field_(
-        14336, "L_max: generated tokens at which the penalty reaches −1 (paper: 14k)", gt=0
+        14336, "L_max: generated tokens at which the penalty reaches −1 (Eq. 9, paper: 14k)", gt=0
     )
     cache_len: int = field_(
-        2048, "L_cache: length of the linear penalty zone before L_max (paper: 2k)", gt=0
+        2048, "L_cache: length of the linear penalty zone before L_max (Eq. 9, paper: 2k)", gt=0
     )
 
     def validate(self) -> None:

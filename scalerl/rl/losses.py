@@ -106,18 +106,19 @@ class LossConfig(Config):
         choices=LOSS_KINDS,
     )
     aggregation: str = field_(
-        "prompt", "prompt (ScaleRL: per-prompt token mean, mean over prompts), sample, token",
+        "prompt", "prompt (ScaleRL: per-prompt token mean, mean over prompts), sample, token "
+        "(§3.2)",
         choices=AGGREGATIONS,
     )
     eps_max: float = field_(
-        4.0, "cispo: cap on the stop-gradient IS weight, min(ρ, eps_max); paper: 4/5/8 equal",
+        4.0, "cispo: cap on the stop-gradient IS weight, min(ρ, eps_max) (Eq. 4; App. A.17.2: 4/5/8 equal)",
         gt=0,
     )
-    eps_low: float = field_(0.2, "dapo: lower clip, ρ >= 1 − eps_low (DAPO 0.2)", ge=0, lt=1)
+    eps_low: float = field_(0.2, "dapo: lower clip, ρ >= 1 − eps_low (Eq. 8; DAPO 0.2)", ge=0, lt=1)
     eps_high: float = field_(
-        0.28, "dapo: upper clip, ρ <= 1 + eps_high (DAPO 0.28; paper's DAPO baseline 0.26)", ge=0
+        0.28, "dapo: upper clip, ρ <= 1 + eps_high (Eq. 8; DAPO 0.28; App. A.16 baseline 0.26)", ge=0
     )
-    eps: float = field_(0.2, "grpo/ppo: symmetric clip, ρ in [1 − eps, 1 + eps]", ge=0, lt=1)
+    eps: float = field_(0.2, "grpo/ppo: symmetric clip, ρ in [1 − eps, 1 + eps] (Eq. 7)", ge=0, lt=1)
     gspo_eps_low: float = field_(
         3e-3, "gspo: lower clip on the sequence ratio (paper §3.2: 3e-3)", ge=0, lt=1
     )
@@ -125,7 +126,7 @@ class LossConfig(Config):
         5e-3, "gspo: upper clip on the sequence ratio (paper §3.2: 5e-3 beat 4e-3)", ge=0
     )
     max_log_ratio: float = field_(
-        20.0, "numerical safety: |log ρ| is clamped to this before exp", gt=0
+        20.0, "numerical safety: |log ρ| is clamped to this before exp (not in the paper)", gt=0
     )
 
     @classmethod

@@ -58,19 +58,19 @@ LENGTH_CONTROLS = ("interruption", "length_penalty", "none")
 class OptimizerConfig(Config):
     """AdamW with linear warmup to a constant learning rate (paper App. A.3)."""
 
-    lr: float = field_(5e-7, "constant learning rate after warmup (paper: 5e-7)", gt=0)
-    warmup_steps: int = field_(100, "linear warmup from 0 over this many steps (paper: 100)",
+    lr: float = field_(5e-7, "constant learning rate after warmup (App. A.3: 5e-7)", gt=0)
+    warmup_steps: int = field_(100, "linear warmup from 0 over this many steps (App. A.3: 100)",
                                ge=0)
     eps: float = field_(
-        1e-15, "AdamW epsilon (paper: 1e-15, avoids epsilon underflow, Wortsman et al. 2023)",
+        1e-15, "AdamW epsilon (App. A.3: 1e-15, avoids epsilon underflow, Wortsman et al. 2023)",
         gt=0,
     )
-    weight_decay: float = field_(0.01, "AdamW decoupled weight decay (paper: 0.01)", ge=0)
+    weight_decay: float = field_(0.01, "AdamW decoupled weight decay (App. A.3: 0.01)", ge=0)
     betas: tuple[float, float] = field_(
-        (0.9, 0.999), "AdamW betas; not stated by the paper, PyTorch defaults"
+        (0.9, 0.999), "AdamW betas; not in the paper (App. A.3 lists none), PyTorch defaults"
     )
     grad_clip: float | None = field_(
-        1.0, "max global grad-norm (not stated by the paper; 1.0 is the common LLM-RL value; "
+        1.0, "max global grad-norm (not in the paper, App. A.3; 1.0 is the common LLM-RL value; "
         "null disables)", gt=0,
     )
 
@@ -84,47 +84,51 @@ class OptimizerConfig(Config):
 class RecipeConfig(Config):
     """Every algorithmic choice of an RL run; the defaults are the ScaleRL recipe (§4)."""
 
-    loss: LossConfig = field_(default_factory=LossConfig, doc="loss kind, clip, aggregation")
+    loss: LossConfig = field_(default_factory=LossConfig,
+                              doc="loss kind, clip, aggregation (§3.2, App. A.2)")
     advantage_normalization: str = field_(
-        "batch", "batch (ScaleRL: std of all centred advantages), group (GRPO), none (Dr.GRPO)",
+        "batch", "batch (ScaleRL: std of all centred advantages), group (GRPO), none (Dr.GRPO) "
+        "(§3.2)",
         choices=NORMALIZATIONS,
     )
-    advantage_eps: float = field_(1e-6, "added to the std before dividing", ge=0)
+    advantage_eps: float = field_(1e-6, "added to the std before dividing (Eq. 5)", ge=0)
     zero_variance_filter: bool = field_(
         True, "drop prompts whose G rewards are identical from the loss (paper §3.2)"
     )
     npr_threshold: float | None = field_(
         0.9, "No-Positive-Resampling: retire prompts with historical pass rate >= this from "
-        "later epochs (paper: 0.9); null disables", gt=0, le=1,
+        "later epochs (§3.2, paper: 0.9); null disables", gt=0, le=1,
     )
     npr_min_samples: int = field_(
-        1, "graded completions a prompt needs before NPR may retire it", ge=1
+        1, "graded completions a prompt needs before NPR may retire it (not in the paper, "
+        "§3.2 gives no minimum)", ge=1
     )
     off_policy: str = field_(
-        "pipeline", "pipeline (PipelineRL-k, ScaleRL), ppo (PPO-off-policy-k), on-policy",
+        "pipeline", "pipeline (PipelineRL-k, ScaleRL), ppo (PPO-off-policy-k), on-policy "
+        "(§3.1, App. A.11)",
         choices=OFF_POLICY_MODES,
     )
     max_lag: int = field_(
         8, "pipeline: trainer waits when this many optimizer steps ahead of generation "
-        "(paper: k = 8; 4 and 8 equal)", ge=1,
+        "(§3.1: k = 8; 4 and 8 equal)", ge=1,
     )
     ppo_minibatches: int = field_(
         8, "ppo: k optimizer steps on mini-batches of prompts_per_step per generation round "
-        "of k·prompts_per_step prompts (paper: k = 8 in loo-8op)", ge=1,
+        "of k·prompts_per_step prompts (§3.1: k = 8 in loo-8op)", ge=1,
     )
     fp32_lm_head: bool = field_(
         True, "compute LM-head logits in float32 on generator and trainer (paper §3.2)"
     )
     length_control: str = field_(
-        "interruption", "interruption (ScaleRL), length_penalty (DAPO Eq. 9), none",
+        "interruption", "interruption (ScaleRL §4), length_penalty (DAPO Eq. 9), none",
         choices=LENGTH_CONTROLS,
     )
     think_budget: tuple[int, int] = field_(
         (10240, 12288), "interruption: thinking budget drawn per sample from [lo, hi] "
-        "(paper: 10k–12k)",
+        "(§4: 10k–12k)",
     )
     answer_budget: int = field_(
-        2048, "tokens allowed after </think> or the interruption text (paper: 2,048)", ge=1
+        2048, "tokens allowed after </think> or the interruption text (App. A.3: 2,048)", ge=1
     )
     interruption_text: str = field_(
         INTERRUPTION_TEXT, "appended when the thinking budget runs out (paper §4); no loss"
@@ -132,11 +136,11 @@ class RecipeConfig(Config):
     length_penalty: LengthPenaltyConfig = field_(
         default_factory=LengthPenaltyConfig, doc="length_penalty: L_max, L_cache (Eq. 9)"
     )
-    prompts_per_step: int = field_(48, "prompts per optimizer step (paper: 48)", ge=1)
-    generations_per_prompt: int = field_(16, "completions per prompt, G (paper: 16)", ge=1)
-    optimizer: OptimizerConfig = field_(default_factory=OptimizerConfig, doc="AdamW settings")
-    reward_correct: float = field_(1.0, "reward of a correct completion (paper: +1)")
-    reward_incorrect: float = field_(-1.0, "reward of an incorrect completion (paper: −1)")
+    prompts_per_step: int = field_(48, "prompts per optimizer step (App. A.3: 48)", ge=1)
+    generations_per_prompt: int = field_(16, "completions per prompt, G (App. A.3: 16)", ge=1)
+    optimizer: OptimizerConfig = field_(default_factory=OptimizerConfig, doc="AdamW settings (App. A.3)")
+    reward_correct: float = field_(1.0, "reward of a correct completion (App. A.3: +1)")
+    reward_incorrect: float = field_(-1.0, "reward of an incorrect completion (App. A.3: −1)")
 
     def validate(self) -> None:
         super().validate()
