@@ -1,6 +1,6 @@
 """prompts.parquet: its columns, an atomic writer and a validating reader.
 
-Columns (DESIGN.md data contract, in this order): prompt_id, task (math|code), source,
+Columns (docs/design.md, "Data contracts", in this order): prompt_id, task (math|code), source,
 split (train|val), prompt, answer (math, else null), tests (code: canonical JSON, else null),
 difficulty (int64), plus the extra column `solution` (the worked target text of synthetic
 rows, used for the SFT warm start; "" when unknown). The file's metadata carries the config

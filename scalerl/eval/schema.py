@@ -1,6 +1,6 @@
 """The evaluation Parquet schema: one row per sampled completion of one checkpoint.
 
-`EVAL_SCHEMA` is the single definition of `eval/chunk{k}.parquet` (DESIGN.md, data contracts).
+`EVAL_SCHEMA` is the single definition of `eval/chunk{k}.parquet` (docs/design.md, "Data contracts").
 Every file also carries, in its schema metadata, the hash of the run config that produced it,
 the scalerl version and the evaluated checkpoint (`scalerl.*` keys below), so a stale file is
 recognisable without reading its rows.
@@ -18,7 +18,7 @@ Columns (all non-null):
     n_tokens, truncated, interrupted           generated tokens, hit the cap, was interrupted
     response                                   the decoded generated text
 
-`dataset` is the one column beyond DESIGN.md's list: downstream sets (AIME-style,
+`dataset` is the one column beyond the list in docs/design.md: downstream sets (AIME-style,
 LiveCodeBench-style files) use the same schema in their own files, and the tag keeps a row
 self-describing when files are concatenated.
 

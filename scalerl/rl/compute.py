@@ -1,6 +1,6 @@
 """Compute accounting: deterministic FLOP estimates and device-hours, per step and cumulative.
 
-Two compute axes are recorded for every optimizer step (DESIGN.md "Compute"):
+Two compute axes are recorded for every optimizer step (docs/design.md, "Compute"):
 
 - **FLOPs** (deterministic, hardware-independent): the standard dense-transformer estimate
   (Kaplan et al. 2020; Hoffmann et al. 2022, App. F) of

@@ -1,4 +1,4 @@
-"""steps.parquet: one row per optimizer step of a training chunk (DESIGN.md, data contracts).
+"""steps.parquet: one row per optimizer step of a training chunk (docs/design.md, "Data contracts").
 
 Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
 

@@ -1,4 +1,4 @@
-"""Fixtures for the fit tests: synthetic per-sample eval Parquet in the DESIGN.md layout."""
+"""Fixtures for the fit tests: synthetic per-sample eval Parquet in the docs/design.md layout."""
 
 import numpy as np
 import pandas as pd
