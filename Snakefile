@@ -36,9 +36,10 @@ include: "workflow/rules/base.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/eval.smk"
 include: "workflow/rules/fit.smk"
+include: "workflow/rules/predict.smk"
 
 
 rule all:
     input:
-        all_outputs(),
+        all_outputs,
     default_target: True

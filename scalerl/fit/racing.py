@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -145,6 +146,40 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
 
 
 # -- CLI -------------------------------------------------------------------------------------
+
+def read_stopped(path: str | Path) -> set[str]:
+    """The runs a decisions.json (written by `scalerl race`) stops."""
+    import json
+
+    data = json.loads(Path(path).read_text())
+    return {d["run"] for d in data.get("decisions", []) if d.get("decision") == "stop"}
+
+
+def racing_markdown(decision_files: Sequence[str | Path]) -> str:
+    """The report's racing section: which runs were stopped, after which chunk, why, and the
+    compute saved (decision files named chunk{k}.json, written by `scalerl race`)."""
+    import json
+
+    rows, saved, planned = [], 0.0, 0.0
+    for path in sorted(decision_files, key=lambda p: int(re.sub(r"\D", "", Path(p).stem) or 0)):
+        data = json.loads(Path(path).read_text())
+        chunk = re.sub(r"\D", "", Path(path).stem)
+        for d in data.get("decisions", []):
+            if d.get("decision") == "stop":
+                rows.append(f"| {d['run']} | {chunk} | {d.get('reason', '')} | "
+                            f"{d.get('compute_saved', 0.0):.3g} |")
+        saved += float(data.get("compute_saved", 0.0))
+        planned = max(planned, float(data.get("compute_planned", 0.0)))
+    text = ["", "## Racing", ""]
+    if not rows:
+        text.append(f"No run was stopped ({len(decision_files)} race(s)).")
+    else:
+        text += ["| run | stopped after chunk | reason | compute saved |", "|---|---|---|---|",
+                 *rows, "", f"Compute saved: {saved:.3g}"
+                 + (f" of {planned:.3g} planned ({saved / planned:.1%})" if planned else "")
+                 + "."]
+    return "\n".join(text) + "\n"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = ("Decide which runs of a sweep to stop from their latest predictions "

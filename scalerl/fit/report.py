@@ -188,9 +188,11 @@ def _cells_markdown(df: pd.DataFrame, by: Sequence[str]) -> str:
 
 def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = DEFAULT_BY,
                  order: dict[str, Sequence] | None = None,
-                 predictions: pd.DataFrame | None = None) -> dict:
+                 predictions: pd.DataFrame | None = None,
+                 racing: Sequence[str | Path] | None = None) -> dict:
     """scaling.parquet, scaling.md and curves.png under `out`; returns their paths.
-    `predictions`: also the backtest section and backtest.png (when any run matches).
+    `predictions`: also the backtest section and backtest.png (when any run matches);
+    `racing`: decision files of `scalerl race`, listed in a racing section.
 
     `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
     the "does more scale raise the ceiling" section (`scalerl.fit.axes`)."""
@@ -207,6 +209,11 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
     if absent:
         text += f"\nColumns without values in any fit (not shown): {', '.join(absent)}.\n"
     backtest_text = ""
+    racing_text = ""
+    if racing:
+        from scalerl.fit.racing import racing_markdown
+
+        racing_text = racing_markdown(racing)
     if predictions is not None and len(predictions):
         from scalerl.fit.backtest import (
             backtest_markdown,
@@ -221,6 +228,6 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
             paths["backtest"] = out / "backtest.png"
             plot_backtest(table, paths["backtest"])
     write_text_atomic(paths["markdown"], text + axes_markdown(df, present, order)
-                      + _cells_markdown(df, present) + backtest_text)
+                      + _cells_markdown(df, present) + backtest_text + racing_text)
     plot_combined(list(records), paths["plot"], by=present or None)
     return paths

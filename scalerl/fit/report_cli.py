@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "model=tiny-s,tiny-m (repeatable; numbers sort by value)")
     parser.add_argument("--predictions", nargs="+", metavar="PARQUET", help="predictions.parquet "
                         "files (scalerl predict): adds the prediction backtest")
+    parser.add_argument("--racing", nargs="+", metavar="JSON", help="decision files of "
+                        "`scalerl race` (racing/chunk{k}.json): adds the racing section")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         from scalerl.fit.predict import read_predictions
 
         predictions = read_predictions(args.predictions)
-    paths = write_report(records, args.out, by, order, predictions)
+    paths = write_report(records, args.out, by, order, predictions, args.racing)
     flagged = sum(not r.get("converged", False) for r in records)
     progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
              + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))

@@ -58,7 +58,8 @@ LENGTH_CONTROLS = ("interruption", "length_penalty", "none")
 class OptimizerConfig(Config):
     """AdamW with linear warmup to a constant learning rate (paper App. A.3)."""
 
-    lr: float = field_(5e-7, "constant learning rate after warmup (App. A.3: 5e-7)", gt=0)
+    lr: float = field_(5e-7, "constant learning rate after warmup (App. A.3: 5e-7); 0 = a "
+                       "frozen control run", ge=0)
     warmup_steps: int = field_(100, "linear warmup from 0 over this many steps (App. A.3: 100)",
                                ge=0)
     eps: float = field_(

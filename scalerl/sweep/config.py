@@ -108,6 +108,8 @@ class FitSection(Config):
     group_by: str = field_("task", "eval column whose groups get separate fits")
     compute: str = field_("flops", "compute axis of the fits", choices=("flops", "device_hours"))
     extra_args: tuple[str, ...] = field_((), "further `scalerl fit` options, verbatim")
+    predict_args: tuple[str, ...] = field_(
+        (), "further `scalerl predict` options, verbatim (e.g. [--bootstrap, '50'])")
 
 
 @dataclasses.dataclass(frozen=True)

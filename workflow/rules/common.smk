@@ -11,6 +11,7 @@ from snakemake.utils import validate
 
 from scalerl.config import ConfigError
 from scalerl import sweep  # (not its names: `expand` is snakemake's here)
+from scalerl.fit.racing import read_stopped
 from scalerl.sweep.provenance import write_provenance, write_run_yaml, write_yaml
 
 # Software of every job that runs scalerl (used with --software-deployment-method conda).
@@ -46,25 +47,72 @@ def model_config_file(run):
     return res("models", RUNS[run].model, "model.yaml")
 
 
-def eval_files(run):
-    """The run's eval files, chunk 0 (base model) to the last chunk."""
-    return [run_dir(run, "eval", f"chunk{k}.parquet") for k in range(CHUNKS + 1)]
+def eval_files(run, upto=None):
+    """The run's eval files, chunk 0 (base model) to `upto` (default: its last chunk)."""
+    last = last_chunk(run) if upto is None else upto
+    return [run_dir(run, "eval", f"chunk{k}.parquet") for k in range(last + 1)]
 
 
-def downstream_chunks():
-    return list(range(CHUNKS + 1)) if SWEEP.downstream_chunks == "all" else [CHUNKS]
+def downstream_chunks(run):
+    last = last_chunk(run)
+    return list(range(last + 1)) if SWEEP.downstream_chunks == "all" else [last]
 
 
-def all_outputs():
-    """Every final artifact of the sweep."""
+# -- racing (a data-dependent DAG: the checkpoint `race` decides which chunks exist) --------
+def stopped_at(run):
+    """The chunk after which racing stopped `run`, or None (racing off, or never stopped)."""
+    if not SWEEP.grid.racing.enabled:
+        return None
+    for k in range(1, CHUNKS):
+        if run in read_stopped(checkpoints.race.get(chunk=k).output[0]):
+            return k
+    return None
+
+
+def last_chunk(run):
+    stop = stopped_at(run)
+    return CHUNKS if stop is None else stop
+
+
+def race_inputs(chunk):
+    """Predictions after `chunk` of the runs still racing then."""
+    alive = [r for r in RUNS if all(r not in read_stopped(checkpoints.race.get(chunk=k).output[0])
+                                    for k in range(1, chunk))]
+    return [run_dir(r, "predict", f"chunk{chunk}.parquet") for r in alive]
+
+
+def race_args():
+    racing = SWEEP.grid.racing
+    return (f"--task {racing.task} --margin {racing.margin} --min-fraction {racing.min_fraction}"
+            " --seed-pattern '_s[0-9]+'")
+
+
+def racing_decisions(wildcards=None):
+    """decisions.json of every race (none when racing is off)."""
+    if not SWEEP.grid.racing.enabled:
+        return []
+    return [checkpoints.race.get(chunk=k).output[0] for k in range(1, CHUNKS)]
+
+
+def racing_report_args(decisions):
+    return f"--racing {' '.join(map(shlex.quote, decisions))}" if decisions else ""
+
+
+def predict_args():
+    return shlex.join(["--chunks", str(CHUNKS), "--compute-col", f"compute_{SWEEP.fit.compute}",
+                       *SWEEP.fit.predict_args])
+
+
+def all_outputs(wildcards=None):
+    """Every final artifact of the sweep (the chunks racing left to each run)."""
     outs = [res("report", name) for name in ("scaling.parquet", "scaling.md", "curves.png")]
     for run in RUNS:
         outs += [run_dir(run, "provenance.json"), run_dir(run, "fit")]
         # Checkpoints are targets too: a deleted one is retrained (with what depends on it)
         # instead of being treated as a disposable intermediate.
-        outs += [checkpoint_dir(run, k) for k in range(1, CHUNKS + 1)]
+        outs += [checkpoint_dir(run, k) for k in range(1, last_chunk(run) + 1)]
         outs += [run_dir(run, "downstream", name, f"chunk{k}.parquet")
-                 for name in SWEEP.downstream for k in downstream_chunks()]
+                 for name in SWEEP.downstream for k in downstream_chunks(run)]
     return outs
 
 

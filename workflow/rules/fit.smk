@@ -41,6 +41,8 @@ rule fit:
 rule report:
     input:
         fits=expand(run_dir("{run}", "fit"), run=sorted(RUNS)),
+        predictions=expand(run_dir("{run}", "predictions.parquet"), run=sorted(RUNS)),
+        racing=racing_decisions,
     output:
         table=report(
             res("report", "scaling.parquet"),
@@ -61,6 +63,7 @@ rule report:
         out=lambda w, output: os.path.dirname(output.table),
         by="model,gen_len,recipe,batch,mix,task",
         order=report_order_args(),
+        racing=lambda w, input: racing_report_args(input.racing),
     log:
         res("logs", "report.log"),
     benchmark:
@@ -74,4 +77,5 @@ rule report:
         CONDA_ENV
     shell:
         "scalerl report {input.fits} --by {params.by} {params.order} --out {params.out}"
+        " --predictions {input.predictions} {params.racing}"
         " > {log} 2>&1"
