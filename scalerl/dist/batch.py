@@ -24,8 +24,12 @@ from collections.abc import Sequence
 
 import torch
 
-from scalerl.dist.reduce import all_reduce, global_advantages, global_group_ids, \
-    global_zero_variance
+from scalerl.dist.reduce import (
+    all_reduce,
+    global_advantages,
+    global_group_ids,
+    global_zero_variance,
+)
 from scalerl.rl.batch import TrainBatch, _pad
 from scalerl.rl.length_penalty import apply_length_penalty
 from scalerl.rollout.base import Completion

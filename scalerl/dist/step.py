@@ -133,16 +133,17 @@ def distributed_optimizer_step(policy, optimizer, scheduler, batch: TrainBatch |
                                temperature=temperature,
                                token_mask=mb.loss_mask if chunk and real else None,
                                chunk_tokens=chunk)  # [N, L], [N, L]
-        _raise_together(real and not bool(torch.isfinite(logp.detach()[mb.loss_mask]).all()),
-                        f"step {step}: the trainer's log-probabilities are non-finite on a rank "
-                        "(NaN/inf in the model's weights or activations)")
         if not real:
+            _raise_together(False, "")  # the flag reduction every rank runs per micro-batch
             (0.0 * logp.sum()).backward()  # zero gradients through every parameter
             continue
-        out = compute_loss(LossInputs(logp, mb.gen_logprobs, mb.advantages, mb.loss_mask,
-                                      mb.group_ids), recipe.loss, normalizer=normalizer)
-        _raise_together(not bool(torch.isfinite(out.loss)),
-                        f"step {step}: the loss is non-finite on a rank")
+        out = None
+        if bool(torch.isfinite(logp.detach()[mb.loss_mask]).all()):
+            out = compute_loss(LossInputs(logp, mb.gen_logprobs, mb.advantages, mb.loss_mask,
+                                          mb.group_ids), recipe.loss, normalizer=normalizer)
+        _raise_together(out is None or not bool(torch.isfinite(out.loss)),
+                        f"step {step}: the trainer's log-probabilities or the loss are "
+                        "non-finite on a rank (NaN/inf in the model's weights or activations)")
         out.loss.backward()
         tokens = int(mb.loss_mask.sum())
         sums += torch.tensor([float(out.loss.detach()), float(entropy[mb.loss_mask].sum()),
