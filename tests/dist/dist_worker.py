@@ -103,6 +103,74 @@ def _distributed(out: Path, variant: str) -> None:
     shutdown()
 
 
+def _setup(env):
+    from scalerl.dist.shard import shard_policy
+    from scalerl.rl.update import make_optimizer
+
+    rec = recipe()
+    policy = shard_policy(tiny_model(), env)
+    optimizer, scheduler = make_optimizer(policy, rec)
+    return rec, policy, optimizer, scheduler
+
+
+def _one_step(env, rec, policy, optimizer, scheduler, step: int) -> None:
+    from scalerl.dist.batch import assemble_local_batch, rank_share
+    from scalerl.dist.step import distributed_optimizer_step
+
+    comps, correct = rank_share(*step_batch(), env.rank, env.world_size)
+    batch, n_kept = assemble_local_batch(comps, correct, rec, 0, pad_id=0)
+    distributed_optimizer_step(policy, optimizer, scheduler, batch, n_kept, rec,
+                               temperature=0.9, micro_groups=1, step=step)
+
+
+def _full_weights(policy) -> dict[str, torch.Tensor]:
+    return {n.removeprefix("model."): (p.full_tensor() if hasattr(p, "full_tensor") else p)
+            .detach().clone() for n, p in policy.named_parameters()}
+
+
+def _checkpoint(out: Path) -> None:
+    """Step 1, save OUT/ckpt, step 2 (weights A); a fresh policy loads OUT/ckpt and takes
+    step 2 again (weights B); rank 0 writes A, B and the weights after step 1."""
+    from scalerl.dist.checkpoint import load_sharded_state, write_sharded_checkpoint
+    from scalerl.dist.env import init_distributed, shutdown
+    from scalerl.models.loading import new_tiny_tokenizer
+    from scalerl.rl.checkpoint import load_trainer_state
+
+    env = init_distributed("cpu")
+    rec, policy, optimizer, scheduler = _setup(env)
+    _one_step(env, rec, policy, optimizer, scheduler, 1)
+    after_1 = _full_weights(policy)
+    write_sharded_checkpoint(out / "ckpt", policy=policy, optimizer=optimizer,
+                             tokenizer=new_tiny_tokenizer(),
+                             state={"scheduler": scheduler.state_dict(), "step": 1},
+                             summary={"step": 1})
+    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    weights_a = _full_weights(policy)
+    rec, policy, optimizer, scheduler = _setup(env)
+    load_sharded_state(out / "ckpt", policy, optimizer)
+    scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
+    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    weights_b = _full_weights(policy)
+    if env.is_main:
+        torch.save({"after_1": after_1, "a": weights_a, "b": weights_b},
+                   out / f"ckpt_w{env.world_size}.pt")
+    shutdown()
+
+
+def _resume_alone(out: Path) -> None:
+    """One process loads the 2-rank OUT/ckpt (resharded) and takes step 2."""
+    from scalerl.dist.checkpoint import load_sharded_state
+    from scalerl.dist.env import init_distributed
+    from scalerl.rl.checkpoint import load_trainer_state
+
+    env = init_distributed("cpu")
+    rec, policy, optimizer, scheduler = _setup(env)
+    load_sharded_state(out / "ckpt", policy, optimizer)
+    scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
+    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    torch.save({"b": _full_weights(policy)}, out / "resume_w1.pt")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     mode, out_dir = sys.argv[1], Path(sys.argv[2])
@@ -110,5 +178,9 @@ if __name__ == "__main__":
         _distributed(out_dir, sys.argv[3] if len(sys.argv) > 3 else "groups")
     elif mode == "step":
         _reference(out_dir)
+    elif mode == "checkpoint":
+        _checkpoint(out_dir)
+    elif mode == "resume-alone":
+        _resume_alone(out_dir)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
