@@ -109,7 +109,13 @@ class _Gathered:
         self.model, self.state_dict = model, state_dict
 
     def save_pretrained(self, path: str, **kwargs) -> None:
-        self.model.save_pretrained(path, state_dict=self.state_dict, **kwargs)
+        first: dict[int, str] = {}
+        tied = set()  # later names of a shared parameter (the tied LM head): not written
+        for name, p in self.model.named_parameters(remove_duplicate=False):
+            if first.setdefault(id(p), name) != name:
+                tied.add(name)
+        kept = {k: v for k, v in self.state_dict.items() if k not in tied}
+        self.model.save_pretrained(path, state_dict=kept, **kwargs)
 
 
 def load_sharded_state(path: str | Path, policy, optimizer) -> None:
