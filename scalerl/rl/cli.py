@@ -8,6 +8,11 @@ run config's `base` for chunk 0); --prompts defaults to the run config's `prompt
 receives the checkpoint (HF model + tokenizer + trainer_state.pt/json) and steps.parquet.
 Intra-chunk saves go to OUT.partial; rerunning a killed chunk resumes from there.
 
+With `trainer_ranks: N > 1` in the run config the command re-executes itself under
+`torchrun --standalone --nproc-per-node N` (FSDP2 trainer ranks, `scalerl.dist`), unless it
+already is a rank of an outside torchrun/srun (RANK and WORLD_SIZE set), whose world size then
+wins. Under the relaunch a failing rank makes torchrun exit with 1 (its own code is logged).
+
 Exit codes: 0 done, 2 bad input (config, paths), 3 training cannot go on: it diverged
 (non-finite loss or gradient; the message names the step) or No-Positive-Resampling retired
 every training prompt.
@@ -58,9 +63,22 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The `scalerl train ...` arguments of `args` (for the torchrun relaunch)."""
+    argv = ["train", "--config", args.config, "--chunk", str(args.chunk), "--out", args.out]
+    for flag, value in (("--init", args.init), ("--prompts", args.prompts),
+                        ("--model-config", args.model_config)):
+        if value is not None:
+            argv += [flag, value]
+    for item in args.set:
+        argv += ["--set", item]
+    return argv
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from scalerl.dist.env import launched_rank, torchrun_command
     from scalerl.models.loading import load_model_config
     from scalerl.rl.curriculum import AllPromptsRetired
     from scalerl.rl.run_config import load_run_config
@@ -76,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     prompts = args.prompts or cfg.prompts
     if prompts is None:
         raise ValueError("--prompts is required (the config has no `prompts`)")
+    if cfg.trainer_ranks > 1 and not launched_rank():
+        import subprocess
+
+        return subprocess.call(torchrun_command(cfg.trainer_ranks, _argv(args)))
     try:
         model_cfg = load_model_config(args.model_config, init) if args.model_config else None
         train_chunk(cfg, chunk=args.chunk, init=init, prompts=prompts, out=args.out,

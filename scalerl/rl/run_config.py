@@ -180,6 +180,11 @@ class RunConfig(Config):
     train_micro_batch: int = field_(
         0, "prompts (groups) per trainer forward/backward; 0 = the whole batch at once", ge=0
     )
+    trainer_ranks: int = field_(
+        1, "data-parallel (FSDP2) trainer processes; > 1: `scalerl train` relaunches itself "
+        "under torchrun --standalone (one rank per GPU on CUDA; gloo on CPU), see scalerl.dist",
+        ge=1,
+    )
     eval: EvalConfig = field_(default_factory=EvalConfig, doc="evaluation settings")
 
     def resolved_recipe(self) -> Any:

@@ -34,8 +34,10 @@ On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: mo
 scheduler, all RNGs, the sampler and the request counter are restored and every sample's
 randomness depends only on (seed, prompt_id, sample_idx).
 
-Deliberately left out: multi-GPU data-parallel training (one trainer process) and KL/entropy
-terms (not part of ScaleRL).
+Data-parallel trainer ranks (`trainer_ranks > 1`, FSDP2 under torchrun) run the chunk in
+`scalerl.dist.trainer`; this module is the single-process trainer.
+
+Deliberately left out: KL/entropy terms (not part of ScaleRL).
 """
 
 from __future__ import annotations
@@ -205,6 +207,11 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     `model_cfg` (a ModelConfig: dtype, prompt format) defaults to the one the init directory's
     base_info.json records, else ModelConfig defaults; the FP32 head switch always comes from
     the recipe."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of torchrun: FSDP trainer ranks
+        from scalerl.dist.trainer import train_chunk_distributed
+
+        return train_chunk_distributed(cfg, chunk=chunk, init=init, prompts=prompts, out=out,
+                                       model_cfg=model_cfg)
     from transformers.utils import logging as hf_logging
 
     from scalerl.models.loading import (

@@ -1,0 +1,133 @@
+"""Checkpoints of a sharded trainer: DCP trainer state + the full HF model dir on rank 0.
+
+Layout (the `scalerl.rl.checkpoint` directory, plus one folder):
+
+    config.json, model.safetensors, tokenizer   the full policy, gathered on rank 0
+                                                (eval, vLLM and generators read it as before)
+    dcp/                                        `torch.distributed.checkpoint` of the sharded
+                                                model and AdamW state: one file per rank
+    trainer_state.pt / .json                    rank 0: the rest of the trainer state
+                                                (schedule, RNG, sampler, ...) with
+                                                "dcp_world_size"; no "optimizer" entry
+
+`write_sharded_checkpoint(path, policy, optimizer, tokenizer, state, summary, extra)` is a
+collective. Atomicity as in `scalerl.rl.checkpoint`: every rank writes into one temporary
+sibling directory, and after a barrier rank 0 swaps it into place, so a crash (SIGKILL of any
+rank) leaves the previous directory or the new one.
+
+`load_sharded_state(path, policy, optimizer)` restores model and optimizer shards in place.
+Same world size: exact. A different world size works too: DCP reshards the saved DTensors onto
+the current mesh (tests/dist). A checkpoint without dcp/ (single-process trainer) raises a
+clear error: load its model directory and start the optimizer over, or resume with the world
+size that wrote it.
+
+Deliberately left out: asynchronous saves and keeping several sharded checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+
+from scalerl.rl.checkpoint import STATE_FILE, STATE_FORMAT, SUMMARY_FILE
+
+__all__ = ["DCP_DIR", "full_state_dict", "load_sharded_state", "write_sharded_checkpoint"]
+
+DCP_DIR = "dcp"
+_PREFIX = "model."  # ScoringPolicy wraps the HF model as `.model`
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def full_state_dict(policy) -> dict[str, torch.Tensor]:
+    """The HF model's full state dict (CPU, fp32) on rank 0, {} on the others; a collective."""
+    sd = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True,
+                                                               cpu_offload=True))
+    return {k.removeprefix(_PREFIX): v for k, v in sd.items()} if _rank() == 0 else {}
+
+
+def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer,
+                             state: dict[str, Any], summary: dict[str, Any],
+                             extra: Callable[[Path], None] | None = None) -> Path:
+    """Write the checkpoint directory `path` from every rank (module docstring)."""
+    from scalerl.models.loading import save_model_dir
+
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-dist")
+    if _rank() == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    _barrier()
+    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / DCP_DIR))
+    full = full_state_dict(policy)
+    if _rank() == 0:
+        # the sharded module keeps its config and parameter names; the weights written are
+        # the gathered full tensors
+        save_model_dir(_Gathered(policy.model, full), tokenizer, tmp)
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        torch.save({**state, "format": STATE_FORMAT, "dcp_world_size": world}, tmp / STATE_FILE)
+        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if extra is not None:
+            extra(tmp)
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old-{os.getpid()}")
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    _barrier()
+    return path
+
+
+class _Gathered:
+    """`save_pretrained` of the (sharded) HF model with the gathered full state dict."""
+
+    def __init__(self, model, state_dict: dict[str, torch.Tensor]):
+        self.model, self.state_dict = model, state_dict
+
+    def save_pretrained(self, path: str, **kwargs) -> None:
+        first: dict[int, str] = {}
+        tied = set()  # later names of a shared parameter (the tied LM head): not written
+        for name, p in self.model.named_parameters(remove_duplicate=False):
+            if first.setdefault(id(p), name) != name:
+                tied.add(name)
+        kept = {k: v for k, v in self.state_dict.items() if k not in tied}
+        self.model.save_pretrained(path, state_dict=kept, **kwargs)
+
+
+def load_sharded_state(path: str | Path, policy, optimizer) -> None:
+    """Restore the sharded model and AdamW state of `path` into `policy` and `optimizer`."""
+    path = Path(path)
+    if not (path / DCP_DIR).is_dir():
+        raise FileNotFoundError(
+            f"{path} has no {DCP_DIR}/ (sharded trainer state): it was written by a "
+            "single-process trainer (trainer_ranks 1); resume it with trainer_ranks 1, or "
+            "start a new chunk from it")
+    model_sd, optim_sd = get_state_dict(policy, optimizer)
+    target = {"model": model_sd, "optim": optim_sd}
+    dcp.load(target, checkpoint_id=str(path / DCP_DIR))
+    set_state_dict(policy, optimizer, model_state_dict=target["model"],
+                   optim_state_dict=target["optim"])
