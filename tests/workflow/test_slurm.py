@@ -148,9 +148,11 @@ def test_tiny_sweep_on_slurm(tmp_path):
     # -- 3. the unscaled multi-node train request ---------------------------------------------
     chunk4 = f"results/runs/{RUN}/chunk4"
     code, log = _snakemake(tmp_path, PROFILE.parent, "--forcerun", chunk4, "--retries", "0",
+                           "--slurm-init-seconds-before-status-checks", "2",
                            log_name="multinode_request.log", timeout=300)
     assert code != 0 and "SLURM sbatch failed" in log, log[-4000:]
-    calls = [line for line in log.splitlines() if line.strip().startswith("sbatch ")]
+    calls = [line.strip() for line in log.splitlines()
+             if line.strip().startswith("sbatch --parsable ")]
     assert calls and all("--comment rule_train_" in c for c in calls), log[-4000:]
     request = profile["set-resources"]["train"]
     for flag in (f"--nodes={request['nodes']}", f"--gres={request['gres']}",
