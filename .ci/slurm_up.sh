@@ -18,7 +18,7 @@ WAIT_S=${SLURM_UP_WAIT_S:-60}
 fail() {
     echo "slurm_up.sh: ERROR: $*" >&2
     for log in "${LOGS[@]}"; do
-        [[ -f $log ]] && { echo "---- last lines of $log" >&2; tail -n 25 "$log" >&2; }
+        [[ -r $log ]] && { echo "---- last lines of $log" >&2; tail -n 25 "$log" >&2 || true; }
     done
     exit 1
 }
