@@ -47,7 +47,12 @@ def test_slurm_profile_dry_run(tmp_path):
                     "--configfile", str(REPO / "config" / "gpu.yaml"))
     assert out.returncode == 0, out.stderr + out.stdout
     block = out.stdout.split("rule train:", 1)[1].split("Shell command", 1)[0]
-    assert "gpu=1" in block and "runtime=" in block and "mem_mb=" in block
+    assert "runtime=" in block and "mem_mb=" in block
+    # the multi-node train request: 2 nodes x 8 GPUs (per-node gres), one srun task per node
+    for resource in ("nodes=2", "gpu=0", "gres=gpu:8", "tasks=2", "tasks_per_gpu=0", "mpi=srun"):
+        assert resource in block, resource
+    block = out.stdout.split("rule eval:", 1)[1].split("Shell command", 1)[0]
+    assert "gpu=1" in block
 
 
 def _bad(tmp_path, mutate):

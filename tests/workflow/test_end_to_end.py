@@ -88,18 +88,10 @@ def _interrupt_during_chunk2(workdir):
     return code
 
 
-@pytest.mark.slow
-def test_tiny_sweep_end_to_end(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is needed for the provenance record")
-    code = _interrupt_during_chunk2(tmp_path)
-    assert code != 0, "the interrupted run must not report success"
-    run_dir = tmp_path / "results" / "runs" / RUN
-    assert (run_dir / "chunk1").is_dir() and not (run_dir / "chunk4").exists()
-
-    out = _run(tmp_path)
-    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-
+def check_sweep_outputs(workdir):
+    """The finished tiny sweep in `workdir`: eval Parquets, downstream, fits, report and
+    provenance (steps 2-4 of the module docstring; tests/workflow/test_slurm.py reuses it)."""
+    run_dir = workdir / "results" / "runs" / RUN
     # -- eval files ---------------------------------------------------------------------------
     provenance = json.loads((run_dir / "provenance.json").read_text())
     steps, flops = [], []
@@ -137,7 +129,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
             assert fit["R0"] == pytest.approx(_pass_rate(run_dir, 0, task))
             fitted.append(task)
     assert fitted, f"no task could be fitted: {records}"
-    report = tmp_path / "results" / "report"
+    report = workdir / "results" / "report"
     table = pd.read_parquet(report / "scaling.parquet")
     assert sorted(table["task"]) == sorted(fitted)
     assert {"A", "B", "C_mid", "R0", "model", "gen_len", "recipe"} <= set(table.columns)
@@ -149,6 +141,21 @@ def test_tiny_sweep_end_to_end(tmp_path):
     assert provenance["git_commit"] and "torch" in provenance["packages"]
     assert provenance["resolved_recipe"]["prompts_per_step"] == 4
     assert provenance["resolved_recipe"]["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
+
+
+@pytest.mark.slow
+def test_tiny_sweep_end_to_end(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is needed for the provenance record")
+    code = _interrupt_during_chunk2(tmp_path)
+    assert code != 0, "the interrupted run must not report success"
+    run_dir = tmp_path / "results" / "runs" / RUN
+    assert (run_dir / "chunk1").is_dir() and not (run_dir / "chunk4").exists()
+
+    out = _run(tmp_path)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+
+    check_sweep_outputs(tmp_path)
 
     # -- HTML report --------------------------------------------------------------------------
     html = _run(tmp_path, "--report", str(tmp_path / "report.html"))
