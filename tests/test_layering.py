@@ -17,7 +17,7 @@ FORBIDDEN = {
     "rollout": ("basemodel", "rl", "eval", "fit", "sweep"),
     "tasks": ("models", "rollout", "basemodel", "rl", "eval", "fit", "sweep"),
     "rewards": ("models", "rollout", "basemodel", "rl", "eval", "fit", "sweep"),
-    "fit": ("models", "rollout", "basemodel", "rl", "sweep"),
+    "fit": ("models", "rollout", "basemodel", "sweep"),  # (its CLIs read RunConfig)
 }
 
 
