@@ -97,3 +97,51 @@ def torchrun_command(n_ranks: int, argv: Sequence[str]) -> list[str]:
         raise ValueError(f"n_ranks must be >= 1, got {n_ranks}")
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc-per-node={n_ranks}", "-m", "scalerl", *argv]
+
+
+def slurm_nodes(environ: dict[str, str] | None = None) -> int:
+    """Nodes of the SLURM allocation this process runs in (0 outside SLURM)."""
+    env = os.environ if environ is None else environ
+    return int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 0)
+
+
+def head_node(environ: dict[str, str] | None = None) -> str:
+    """The first host of the allocation (`scontrol show hostnames $SLURM_JOB_NODELIST`)."""
+    import subprocess
+
+    env = os.environ if environ is None else environ
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise RuntimeError("SLURM_JOB_NODELIST is not set: not inside a SLURM allocation")
+    out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                         text=True, check=True)
+    return out.stdout.split()[0]
+
+
+def srun_torchrun_command(n_ranks: int, argv: Sequence[str], *, nodes: int, head: str,
+                          job_id: str, port: int = 29500) -> list[str]:
+    """Multi-node launch inside a SLURM allocation: one `torchrun` per node started by srun,
+    meeting at the head node through the c10d rendezvous; `n_ranks` split evenly over nodes.
+
+    `srun --nodes N --ntasks-per-node 1 python -m torch.distributed.run --nnodes N
+    --nproc-per-node n_ranks/N --rdzv-backend c10d --rdzv-endpoint HEAD:PORT --rdzv-id JOB
+    -m scalerl ARGV...`"""
+    if nodes < 1 or n_ranks % nodes:
+        raise ValueError(f"trainer_ranks = {n_ranks} cannot be split evenly over {nodes} "
+                         "node(s); make trainer_ranks a multiple of the job's nodes")
+    return ["srun", f"--nodes={nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
+            f"--nproc-per-node={n_ranks // nodes}", "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={head}:{port}", f"--rdzv-id={job_id}", "-m", "scalerl", *argv]
+
+
+def launch_command(n_ranks: int, argv: Sequence[str],
+                   environ: dict[str, str] | None = None) -> list[str]:
+    """How `scalerl train` starts its trainer ranks: srun + torchrun (c10d) across the nodes
+    of a multi-node SLURM job, else `torchrun --standalone` on this machine."""
+    env = os.environ if environ is None else environ
+    nodes = slurm_nodes(env)
+    if nodes > 1:
+        return srun_torchrun_command(n_ranks, argv, nodes=nodes, head=head_node(env),
+                                     job_id=env.get("SLURM_JOB_ID", "scalerl"))
+    return torchrun_command(n_ranks, argv)

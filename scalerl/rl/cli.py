@@ -78,7 +78,7 @@ def _argv(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from scalerl.dist.env import launched_rank, torchrun_command
+    from scalerl.dist.env import launch_command, launched_rank
     from scalerl.models.loading import load_model_config
     from scalerl.rl.curriculum import AllPromptsRetired
     from scalerl.rl.run_config import load_run_config
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.trainer_ranks > 1 and not launched_rank():
         import subprocess
 
-        return subprocess.call(torchrun_command(cfg.trainer_ranks, _argv(args)))
+        return subprocess.call(launch_command(cfg.trainer_ranks, _argv(args)))
     try:
         model_cfg = load_model_config(args.model_config, init) if args.model_config else None
         train_chunk(cfg, chunk=args.chunk, init=init, prompts=prompts, out=args.out,

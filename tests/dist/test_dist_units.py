@@ -66,3 +66,22 @@ def test_env_detection_and_relaunch_command(monkeypatch):
     cmd = torchrun_command(2, ["train", "--config", "run.yaml"])
     assert cmd == [sys.executable, "-m", "torch.distributed.run", "--standalone",
                    "--nproc-per-node=2", "-m", "scalerl", "train", "--config", "run.yaml"]
+
+
+def test_multi_node_slurm_launch_is_srun_torchrun_with_c10d():
+    import pytest
+
+    from scalerl.dist.env import launch_command, srun_torchrun_command
+
+    cmd = srun_torchrun_command(16, ["train", "--chunk", "0"], nodes=2, head="gpu-a01",
+                                job_id="4242")
+    assert cmd[:4] == ["srun", "--nodes=2", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    joined = " ".join(cmd)
+    for part in ("--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d",
+                 "--rdzv-endpoint=gpu-a01:29500", "--rdzv-id=4242", "-m scalerl train --chunk 0"):
+        assert part in joined
+    with pytest.raises(ValueError, match="cannot be split evenly over 3 node"):
+        srun_torchrun_command(16, [], nodes=3, head="h", job_id="1")
+    # one node (or no SLURM): the standalone torchrun relaunch
+    local = launch_command(2, ["train"], environ={"SLURM_JOB_NUM_NODES": "1"})
+    assert "--standalone" in local and "--nproc-per-node=2" in local
