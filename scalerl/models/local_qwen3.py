@@ -12,7 +12,8 @@ model with small dimensions and its own tokenizer:
   generation prompt), so `prompt_format: chat` applies;
 - model: random weights from `seed`; with `sft_examples` (TaskExamples) a short full-batch
   teacher-forcing warm start on `chat(prompt) -> solution <|im_end|>` so sampled rewards
-  have variance inside a group (RL tests need a policy that is right sometimes).
+  have variance inside a group (RL tests need a policy that is right sometimes); on
+  `sft_device` (cuda for the larger shapes of benchmarks/gpu_check.sh), saved from the CPU.
 
 It stands in for Qwen/Qwen3-0.6B in the CPU end-to-end tests and in benchmarks/gpu_check.sh:
 the same modelling code (QK-norm, GQA, tied head), the same prompt format and thinking tokens,
@@ -73,7 +74,8 @@ def train_chat_tokenizer(texts: Iterable[str], vocab_size: int):
     return tokenizer
 
 
-def _warm_start(model, tokenizer, examples: Sequence[Any], steps: int, lr: float) -> None:
+def _warm_start(model, tokenizer, examples: Sequence[Any], steps: int, lr: float,
+                device: str) -> None:
     """Full-batch teacher forcing on chat(prompt) -> solution + eos (the loss on the answer)."""
     import torch
 
@@ -93,6 +95,8 @@ def _warm_start(model, tokenizer, examples: Sequence[Any], steps: int, lr: float
         ids[i, :len(p) + len(t)] = torch.tensor(p + t)
         mask[i, :len(p) + len(t)] = 1
         labels[i, len(p):len(p) + len(t)] = torch.tensor(t)
+    ids, mask, labels = ids.to(device), mask.to(device), labels.to(device)
+    model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     for _ in range(steps):
@@ -100,12 +104,12 @@ def _warm_start(model, tokenizer, examples: Sequence[Any], steps: int, lr: float
         opt.zero_grad()
         loss.backward()
         opt.step()
-    model.eval()
+    model.to("cpu").eval()
 
 
 def build_local_qwen3(out: str | Path, texts: Iterable[str], shape: LocalQwen3 = LocalQwen3(),
                       *, sft_examples: Sequence[Any] = (), sft_steps: int = 0,
-                      sft_lr: float = 3e-3) -> Path:
+                      sft_lr: float = 3e-3, sft_device: str = "cpu") -> Path:
     """Write the model directory `out` (atomically) and return it (module docstring)."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
@@ -127,7 +131,7 @@ def build_local_qwen3(out: str | Path, texts: Iterable[str], shape: LocalQwen3 =
         torch.manual_seed(shape.seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         if sft_examples and sft_steps:
-            _warm_start(model, tokenizer, sft_examples, sft_steps, sft_lr)
+            _warm_start(model, tokenizer, sft_examples, sft_steps, sft_lr, sft_device)
     model.generation_config = GenerationConfig(
         bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id)
