@@ -210,7 +210,7 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
         cmd += ["--gpu-mem", "80GB"]  # plan check for an 80 GB device even here
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    sys.stderr.write(proc.stderr[-3000:])
+    sys.stderr.write(proc.stderr)
     if proc.returncode != 0:
         return {"returncode": proc.returncode}
     steps = read_steps(ckpt / "steps.parquet")
