@@ -17,7 +17,9 @@ writes OUT/gpu_check.json.
    N = `scalerl.rl.compute.count_flop_params` (attention FLOPs left out, so MFU is a lower
    bound); CUDA only (CPU: tokens/s printed, MFU skipped with a message).
 4. chunk: `scalerl train` (the CLI, preflight included) for `--train-steps` steps of the
-   ScaleRL preset, engine `--engine`; steps.parquet's train/gen tokens/s and MFU.
+   ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
+   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s
+   and MFU.
 
 On CPU every part runs at the small default shape except what needs CUDA, which prints
 "skipped: ..." instead. Deliberately left out: a pass/fail verdict (these are measurements)
@@ -199,13 +201,17 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
         "param_dtype": "float32", "compute_dtype": "auto",
         "logprob_chunk_tokens": args.chunk, "micro_batch_tokens": args.budget,
         "gradient_checkpointing": True}))
+    model_yaml = out / "model.yaml"  # generators in bf16 (as vLLM serves Qwen3), trainer fp32
+    model_yaml.write_text(yaml.safe_dump({"model": {"name": str(model_dir), "dtype": "bfloat16",
+                                                    "prompt_format": "chat"}}))
     ckpt = out / "chunk0"
     if ckpt.exists():
         import shutil
 
         shutil.rmtree(ckpt)
     cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "0",
-           "--init", str(model_dir), "--prompts", str(prompts), "--out", str(ckpt)]
+           "--init", str(model_dir), "--prompts", str(prompts), "--out", str(ckpt),
+           "--model-config", str(model_yaml)]
     if not torch.cuda.is_available():
         cmd += ["--gpu-mem", "80GB"]  # plan check for an 80 GB device even here
     proc = subprocess.run(cmd, capture_output=True, text=True,
