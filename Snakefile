@@ -19,8 +19,8 @@ envvars:
     "PATH",
 
 
-# Validation (JSON Schema with defaults, then the package's typed configs) happens in
-# common.smk, which raises a WorkflowError naming every bad key before any job runs.
+# Validation (the JSON schema for results_dir and resources, then scalerl.sweep for the rest)
+# happens in common.smk, which raises a WorkflowError naming every bad key before any job.
 include: "workflow/rules/common.smk"
 
 

@@ -17,7 +17,7 @@ from scalerl import __version__
 # name -> (module, one-line help). Modules implement add_arguments(parser) and run(args).
 COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("scalerl.data.cli", "build and filter the prompt set (prompts.parquet)"),
-    "base": ("scalerl.models.cli", "build the base model: tiny model + SFT warm start, or a HF model"),
+    "base": ("scalerl.basemodel.cli", "build the base model: tiny model + SFT warm start, or a HF model"),
     "plan": ("scalerl.plan.cli", "check that a run or sweep fits the device memory (no work)"),
     "train": ("scalerl.rl.cli", "run one training chunk of one run (checkpoint + steps.parquet)"),
     "eval": ("scalerl.eval.cli", "evaluate a checkpoint on held-out prompts into Parquet"),

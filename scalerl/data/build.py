@@ -11,9 +11,11 @@
 4. deterministic train/val split (`val_size` allocated to sources in proportion to their size);
 5. decontamination: train prompts sharing a word n-gram with val or eval-set prompts
    (`contaminated`); val rows are never dropped here, so val keeps exactly `val_size` rows;
-6. optional difficulty filter: `pass_rate_fn(rows) -> list[float]` (e.g. the base model's
-   pass rate measured by a rollout engine) drops train prompts outside
-   [min_pass_rate, max_pass_rate] (`pass_rate`). Not used by default.
+6. optional difficulty filter: drops train prompts whose pass rate is outside
+   [min_pass_rate, max_pass_rate] (`pass_rate`). The rate is the one the dataset records
+   (`filters.dataset_pass_rate`: Polaris difficulty "6/8" -> 0.75, `TaskExample.pass_rate`)
+   or, for the other rows, `pass_rate_fn(rows) -> list[float]` (e.g. the base model's pass
+   rate measured by a rollout engine); rows with neither are kept. Not used by default.
 
 The frame has the prompts.parquet columns (`scalerl.data.io.PROMPT_COLUMNS`): prompt_id, task,
 source, split, prompt, answer, tests, difficulty, plus the extra `solution` column (synthetic:
@@ -57,7 +59,7 @@ def load_source(src: SourceConfig, skip_malformed: bool) -> LoadResult:
     if src.kind == "synthetic_code":
         return LoadResult(generate_code(src.n, src.seed, src.difficulties), [])
     common = dict(task=src.task, source=src.name or None, columns=src.columns,
-                  skip_malformed=skip_malformed, limit=src.limit)
+                  skip_malformed=skip_malformed, limit=src.limit, format=src.format)
     if src.kind == "file":
         return load_file(src.path, **common)
     return load_hub(src.dataset, split=src.split, config_name=src.config_name or None, **common)
@@ -163,6 +165,8 @@ def build_prompts(cfg: DataConfig, pass_rate_fn: PassRateFn | None = None,
     progress(f"data: verifying {len(kept)} answers / reference solutions")
     kept = _validity(kept, f, dropped)
 
+    recorded = ({e.prompt_id: e.pass_rate for e in kept if e.pass_rate is not None}
+                if f.dataset_pass_rate else {})
     split = split_by_hash([e.prompt_id for e in kept], [e.source for e in kept], cfg.val_size,
                           cfg.split_seed)
     rows = [{**e.to_row(), "split": s} for e, s in zip(kept, split)]
@@ -172,13 +176,19 @@ def build_prompts(cfg: DataConfig, pass_rate_fn: PassRateFn | None = None,
         before = len(rows)
         rows = [r for r in rows if r["split"] == "val" or not is_contaminated(r["prompt"], index)]
         dropped["contaminated"] += before - len(rows)
-    if pass_rate_fn is not None:
+    if pass_rate_fn is not None or recorded:
         train = [r for r in rows if r["split"] == "train"]
-        rates = list(pass_rate_fn(train))
-        if len(rates) != len(train):
-            raise ValueError(f"pass_rate_fn returned {len(rates)} rates for {len(train)} rows")
+        rates: list[float | None] = [recorded.get(r["prompt_id"]) for r in train]
+        if pass_rate_fn is not None:
+            ask = [r for r, p in zip(train, rates) if p is None]
+            measured = list(pass_rate_fn(ask))
+            if len(measured) != len(ask):
+                raise ValueError(f"pass_rate_fn returned {len(measured)} rates for {len(ask)} "
+                                 "rows")
+            fill = iter(measured)
+            rates = [next(fill) if p is None else p for p in rates]
         drop = {id(r) for r, p in zip(train, rates)
-                if not f.min_pass_rate <= p <= f.max_pass_rate}
+                if p is not None and not f.min_pass_rate <= p <= f.max_pass_rate}
         dropped["pass_rate"] += len(drop)
         rows = [r for r in rows if id(r) not in drop]
 

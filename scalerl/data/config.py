@@ -5,10 +5,11 @@ A YAML file for `scalerl data --config` is a `DataConfig` mapping, e.g.
     sources:
       - {kind: synthetic_math, n: 4000, seed: 0, difficulties: [1, 2, 3, 4]}
       - {kind: synthetic_code, n: 1000, seed: 0}
-      - {kind: file, task: math, path: data/polaris.parquet, limit: 0,
-         columns: {prompt: problem, answer: answer}}
-      - {kind: hub, task: code, dataset: agentica-org/DeepCoder-Preview-Dataset,
-         config_name: lcbv5, split: train}
+      - {kind: file, task: math, format: polaris, path: data/polaris-53k.jsonl}
+      - {kind: file, task: math, path: data/other.parquet, limit: 0,
+         columns: {prompt: question, answer: final}}
+      - {kind: hub, task: code, format: deepcoder,
+         dataset: agentica-org/DeepCoder-Preview-Dataset, config_name: lcbv5, split: train}
     val_size: 200
     filters: {ngram_n: 13, max_prompt_chars: 4096}
 
@@ -41,6 +42,10 @@ class SourceConfig(Config):
     dataset: str = field_("", "hub: dataset id, e.g. POLARIS-Project/Polaris-Dataset-53K")
     config_name: str = field_("", "hub: dataset configuration (subset), '' for none")
     split: str = field_("train", "hub: dataset split")
+    format: str = field_("", "file/hub: upstream dataset format setting the default columns "
+                         "(polaris, deepcoder, taco, apps; see scalerl.tasks.loaders.FORMATS); "
+                         "'' = the generic defaults", choices=("", "polaris", "deepcoder",
+                                                                "taco", "apps"))
     name: str = field_("", "file/hub: value of the `source` column ('' = file stem / dataset)")
     limit: int = field_(0, "file/hub: keep the first `limit` rows (0 = all)", ge=0)
     columns: dict[str, str] = field_(
@@ -53,6 +58,12 @@ class SourceConfig(Config):
             raise ConfigError("path is required for kind: file (a .parquet, .jsonl or .json file)")
         if self.kind == "hub" and not self.dataset:
             raise ConfigError("dataset is required for kind: hub (a Hugging Face dataset id)")
+        if self.format:
+            from scalerl.tasks.loaders import FORMATS
+
+            if FORMATS[self.format][0] != self.task:
+                raise ConfigError(f"format: {self.format} is a {FORMATS[self.format][0]} "
+                                  f"dataset; set task: {FORMATS[self.format][0]}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +86,9 @@ class FilterConfig(Config):
     verify_workers: int = field_(2, "parallel verifier / sandbox workers", ge=1)
     min_pass_rate: float = field_(0.0, "with a pass_rate_fn: drop train prompts below", ge=0, le=1)
     max_pass_rate: float = field_(1.0, "with a pass_rate_fn: drop train prompts above", ge=0, le=1)
+    dataset_pass_rate: bool = field_(False, "difficulty filter on the pass rate the dataset "
+                                     "records (Polaris difficulty 'k/n' -> k/n) for rows that "
+                                     "have one, before any pass_rate_fn; other rows are kept")
 
 
 def _default_sources() -> tuple[SourceConfig, ...]:

@@ -35,6 +35,7 @@ from typing import Any
 
 from scalerl.eval.schema import build_eval_table, pass_rates, write_eval_table
 from scalerl.rollout.base import Completion, Request
+from scalerl.rollout.budget import GenerationBudget
 from scalerl.utils.log import eta_seconds, format_seconds, progress
 
 __all__ = [
@@ -57,34 +58,22 @@ class EvalSettings:
     samples_per_prompt: int
     max_prompts: int  # per task, 0 = all
     temperature: float
-    gen_len: int  # the run's generation length L (thinking hi + answer budget, or L_max)
-    think_budget: tuple[int, int] | None  # None: no forced interruption
-    answer_budget: int
     interruption_text: str
     seed: int
-    cap: int | None = None  # RunConfig.max_new_tokens: a hard cap replacing the derived one
+    budget: GenerationBudget  # the run's per-sample limits, exactly as in training
 
     @classmethod
-    def from_run(cls, run_cfg: Any, recipe: Any) -> EvalSettings:
-        interruption = recipe.length_control == "interruption"
+    def from_run(cls, run_cfg: Any, recipe: Any, n_interrupt_tokens: int) -> EvalSettings:
+        """Settings of `run_cfg` (a RunConfig) with its resolved `recipe`; the budget is
+        `GenerationBudget.from_recipe`, the one the trainer uses."""
         return cls(
             samples_per_prompt=run_cfg.eval.samples_per_prompt,
             max_prompts=run_cfg.eval.max_prompts,
             temperature=run_cfg.eval.temperature,
-            gen_len=int(recipe.max_new_tokens),
-            think_budget=tuple(recipe.think_budget) if interruption else None,
-            answer_budget=recipe.answer_budget if interruption else 0,
             interruption_text=recipe.interruption_text,
             seed=run_cfg.seed,
-            cap=run_cfg.max_new_tokens,
+            budget=GenerationBudget.from_recipe(recipe, n_interrupt_tokens, run_cfg.max_new_tokens),
         )
-
-    def max_new_tokens(self, n_interrupt_tokens: int) -> int:
-        """Hard cap per sample, as in training (`scalerl.rl.trainer`): with interruptions
-        thinking hi + the inserted text + answer budget, else L; `cap` replaces it when set."""
-        if self.think_budget is None:
-            return min(self.gen_len, self.cap) if self.cap else self.gen_len
-        return self.cap or self.gen_len + n_interrupt_tokens
 
 
 def load_eval_prompts(path: str | Path, split: str) -> list[dict[str, Any]]:
@@ -122,7 +111,7 @@ def select_prompts(rows: Sequence[Mapping[str, Any]], tasks: Sequence[str],
 
 
 def build_requests(rows: Sequence[Mapping[str, Any]], tokenize: Callable[[str], Sequence[int]],
-                   settings: EvalSettings, n_interrupt_tokens: int) -> list[Request]:
+                   settings: EvalSettings) -> list[Request]:
     """`samples_per_prompt` requests per row; thinking budgets drawn per (seed, prompt, sample).
 
     The budget of a sample is uniform on [lo, hi] of the recipe (paper: 10k-12k), drawn from a
@@ -130,19 +119,19 @@ def build_requests(rows: Sequence[Mapping[str, Any]], tokenize: Callable[[str], 
     """
     from scalerl.rollout.config import draw_think_budget, sample_seed
 
-    max_new = settings.max_new_tokens(n_interrupt_tokens)
+    budget = settings.budget
     requests = []
     for row in rows:
         ids = tuple(int(i) for i in tokenize(row["prompt"]))
         for k in range(settings.samples_per_prompt):
-            budget = None
-            if settings.think_budget is not None:
+            think = None
+            if budget.think_budget is not None:
                 rng = random.Random(sample_seed(settings.seed, str(row["prompt_id"]), k))
-                budget = draw_think_budget(rng, *settings.think_budget)
+                think = draw_think_budget(rng, *budget.think_budget)
             requests.append(Request(
                 prompt_id=str(row["prompt_id"]), prompt_ids=ids, sample_idx=k,
-                max_new_tokens=max_new, think_budget=budget,
-                answer_budget=settings.answer_budget,
+                max_new_tokens=budget.max_new_tokens, think_budget=think,
+                answer_budget=budget.answer_budget,
             ))
     return requests
 
@@ -198,8 +187,9 @@ def evaluate_rows(
 
 def _labels(run_cfg: Any, settings: EvalSettings, overrides: Mapping[str, str]) -> dict[str, Any]:
     labels: dict[str, Any] = {
-        "run": run_cfg.run, "model": run_cfg.model, "gen_len": settings.gen_len,
-        "recipe": run_cfg.recipe.preset, "seed": run_cfg.seed,
+        "run": run_cfg.run, "model": run_cfg.model,
+        "gen_len": run_cfg.gen_len or settings.budget.gen_len,
+        "recipe": run_cfg.recipe.label, "seed": run_cfg.seed,
     }
     for key, value in overrides.items():
         if key not in LABEL_KEYS:
@@ -251,13 +241,15 @@ def run_eval(
 
     hf_logging.disable_progress_bar()  # no weight-loading bars in the job logs
     checkpoint = Path(checkpoint)
-    recipe = run_cfg.recipe.build()
-    settings = EvalSettings.from_run(run_cfg, recipe)
+    summary = _checkpoint_summary(checkpoint, chunk)
+    recipe = run_cfg.resolved_recipe()
+    tokenizer = load_tokenizer(checkpoint)
+    settings = EvalSettings.from_run(run_cfg, recipe,
+                                     len(encode_text(tokenizer, recipe.interruption_text)))
     if max_prompts is not None:
         settings = dataclasses.replace(settings, max_prompts=max_prompts)
     if samples is not None:
         settings = dataclasses.replace(settings, samples_per_prompt=samples)
-    summary = _checkpoint_summary(checkpoint, chunk)
     meta_labels = _labels(run_cfg, settings, labels or {})
     dataset = dataset or ("val" if split == "val" else Path(prompts).stem)
 
@@ -277,9 +269,8 @@ def run_eval(
     )
     progress(f"eval {meta_labels['run']} chunk {chunk}: {len(rows)} prompts x "
              f"{settings.samples_per_prompt} samples, engine {run_cfg.engine}, {checkpoint}")
-    tokenizer = load_tokenizer(checkpoint)
     requests = build_requests(rows, lambda text: format_prompt(tokenizer, text, model_cfg),
-                              settings, len(encode_text(tokenizer, settings.interruption_text)))
+                              settings)
     engine = make_engine(checkpoint, model_cfg, engine_cfg)
     try:
         samples_out = evaluate_rows(engine, rows, requests, score_many,

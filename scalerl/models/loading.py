@@ -22,6 +22,7 @@ import torch
 
 from scalerl.models.config import TINY_SIZES, ModelConfig
 from scalerl.models.tokenizer import VOCAB_SIZE, build_char_tokenizer, char_vocab
+from scalerl.text import THINK_CLOSE
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -90,7 +91,7 @@ def save_model_dir(model, tokenizer, path: str | Path) -> Path:
 
 
 def _is_char_tokenizer(tokenizer) -> bool:
-    return len(tokenizer) == VOCAB_SIZE and tokenizer.convert_ids_to_tokens(5) == "</think>"
+    return len(tokenizer) == VOCAB_SIZE and tokenizer.convert_ids_to_tokens(5) == THINK_CLOSE
 
 
 def resolve_model_path(cfg: ModelConfig) -> Path:

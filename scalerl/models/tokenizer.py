@@ -25,8 +25,9 @@ import json
 import string
 from pathlib import Path
 
+from scalerl.text import BOXED_OPEN, THINK_CLOSE, THINK_OPEN
+
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-THINK_OPEN, THINK_CLOSE, BOXED_OPEN = "<think>", "</think>", "\\boxed{"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
 TASK_TOKENS = (THINK_OPEN, THINK_CLOSE, BOXED_OPEN)
 # "\n" followed by the 95 printable ASCII characters (string.printable minus \t\r\x0b\x0c).

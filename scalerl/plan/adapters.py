@@ -3,9 +3,9 @@
 - `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
   The trainer numerics are RunConfig fields (`param_dtype`, `compute_dtype`,
   `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`; `compute_dtype:
-  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); fields the engine does not have yet
-  (`vllm_*`) are read with `.get(name, default)`: the EngineConfig defaults, vLLM in eager
-  mode.
+  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); fields the engine
+  does not have yet (`vllm_*`) are read with `.get(name, default)`: the EngineConfig
+  defaults, vLLM in eager mode.
 - `plan_inputs_from_sweep(runs, models, ...)`: the same for a list of run mappings whose
   `model` labels `models` maps to (architecture, dtype).
 - `expand_sweep_locally(cfg)`: MINIMAL LOCAL STAND-IN for the sweep expansion of
@@ -56,20 +56,18 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
                          model_dtype: str = "float32",
                          prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> PlanInputs:
     """PlanInputs of a RunConfig-shaped mapping (missing keys: RunConfig defaults)."""
-    from scalerl.rl.run_config import RecipeSpec, RunConfig
+    from scalerl.rl.run_config import RunConfig
+    from scalerl.rollout.budget import GenerationBudget
     from scalerl.rollout.config import EngineConfig
 
     known = {k: v for k, v in run.items() if k not in PLANNED_RUN_KEYS}
-    RunConfig.from_dict(known)  # typos and bad values fail here, naming the key
+    run_cfg = RunConfig.from_dict(known)  # typos and bad values fail here, naming the key
     run = {**_defaults(RunConfig), **dict(run)}
     engine = _defaults(EngineConfig)
-    spec = run.get("recipe") or {}
-    recipe = (spec if isinstance(spec, RecipeSpec) else RecipeSpec.from_dict(spec)).build()
-    cap = recipe.max_new_tokens  # as scalerl.rl.trainer._generation_cap:
-    if recipe.length_control == "interruption":  # + the inserted text, tokens <= UTF-8 bytes
-        cap = run.get("max_new_tokens") or cap + len(recipe.interruption_text.encode())
-    elif run.get("max_new_tokens"):
-        cap = min(cap, int(run["max_new_tokens"]))
+    recipe = run_cfg.resolved_recipe()
+    # The trainer's budget; the interruption text has at most as many tokens as UTF-8 bytes.
+    cap = GenerationBudget.from_recipe(recipe, len(recipe.interruption_text.encode()),
+                                       run_cfg.max_new_tokens).max_new_tokens
     samples = recipe.samples_per_step
     param_dtype = run.get("param_dtype", model_dtype)
     compute_dtype = run.get("compute_dtype", param_dtype)

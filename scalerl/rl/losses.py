@@ -79,7 +79,7 @@ from typing import Any
 
 import torch
 
-from scalerl.config import Config, field_
+from scalerl.config import Config, ConfigError, field_
 from scalerl.rl.advantages import group_index
 
 __all__ = [
@@ -127,6 +127,36 @@ class LossConfig(Config):
     max_log_ratio: float = field_(
         20.0, "numerical safety: |log ρ| is clamped to this before exp", gt=0
     )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None = None, *, _prefix: str = "") -> LossConfig:
+        """As `Config.from_dict`, and a clip field given for a kind that does not read it is
+        an error (e.g. `{kind: cispo, eps_high: 5}`: TRL's name for ε_max does nothing); a field
+        left at its default value (as `to_dict` writes it) is accepted."""
+        data = dict(data or {})
+        kind = data.get("kind", cls.kind)
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        unread = sorted(k for k in data if k in CLIP_FIELDS and kind not in CLIP_FIELDS[k]
+                        and data[k] != defaults[k])  # a default value (to_dict) changes nothing
+        if unread:
+            owners = "; ".join(f"{k} is read by {'/'.join(CLIP_FIELDS[k])}" for k in unread)
+            readers = [k for k, kinds in CLIP_FIELDS.items() if kind in kinds]
+            raise ConfigError(
+                f"{_prefix}kind = {kind!r} does not read {', '.join(_prefix + k for k in unread)} "
+                f"({owners}); {kind} reads {', '.join(readers)}: remove the field or change "
+                "the kind")
+        return super().from_dict(data, _prefix=_prefix)
+
+
+# Which loss kinds read each clip field (LossConfig.from_dict rejects the others).
+CLIP_FIELDS: dict[str, tuple[str, ...]] = {
+    "eps_max": ("cispo",),
+    "eps_low": ("dapo",),
+    "eps_high": ("dapo",),
+    "eps": ("grpo", "ppo"),
+    "gspo_eps_low": ("gspo",),
+    "gspo_eps_high": ("gspo",),
+}
 
 
 @dataclasses.dataclass

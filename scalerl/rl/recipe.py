@@ -36,7 +36,8 @@ from typing import Any
 from scalerl.config import Config, ConfigError, _deep_merge, field_
 from scalerl.rl.advantages import NORMALIZATIONS
 from scalerl.rl.length_penalty import LengthPenaltyConfig
-from scalerl.rl.losses import LossConfig
+from scalerl.rl.losses import CLIP_FIELDS, LossConfig
+from scalerl.text import INTERRUPTION_TEXT
 
 __all__ = [
     "INTERRUPTION_TEXT",
@@ -49,9 +50,6 @@ __all__ = [
     "recipe_from_preset",
 ]
 
-INTERRUPTION_TEXT = (
-    "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
-)
 OFF_POLICY_MODES = ("pipeline", "ppo", "on-policy")
 LENGTH_CONTROLS = ("interruption", "length_penalty", "none")
 
@@ -152,13 +150,6 @@ class RecipeConfig(Config):
             )
         if self.length_control == "interruption" and not self.interruption_text.strip():
             raise ConfigError("interruption_text must not be empty with interruption control")
-
-    @property
-    def max_new_tokens(self) -> int:
-        """Generation cap per completion: L_max for length_penalty, else hi + answer budget."""
-        if self.length_control == "length_penalty":
-            return self.length_penalty.max_len
-        return self.think_budget[1] + self.answer_budget
 
     @property
     def samples_per_step(self) -> int:
@@ -276,5 +267,11 @@ def recipe_from_preset(name: str, overrides: dict[str, Any] | None = None) -> Re
     if overrides is not None and not isinstance(overrides, dict):
         raise ConfigError(f"recipe overrides must be a mapping, got {type(overrides).__name__}")
     merged = copy.deepcopy(PRESETS[name])
+    loss_changes = (overrides or {}).get("loss")
+    if isinstance(loss_changes, dict) and "kind" in loss_changes and "loss" in merged:
+        # another loss kind: the preset's clip fields for its own kind no longer apply
+        kind = loss_changes["kind"]
+        merged["loss"] = {k: v for k, v in merged["loss"].items()
+                          if k not in CLIP_FIELDS or kind in CLIP_FIELDS[k]}
     _deep_merge(merged, copy.deepcopy(overrides or {}))
     return RecipeConfig.from_dict(merged)

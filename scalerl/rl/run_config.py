@@ -1,24 +1,30 @@
 """RunConfig: everything that defines one training run of the sweep (one YAML file per run).
 
-A run is one point of the sweep (DESIGN.md): model × generation length × recipe × batch ×
-seed × task mix. Its RunConfig is written by the workflow into `run.yaml` and read by
-`scalerl train` (every chunk) and `scalerl eval` (every checkpoint). The objective and its
-alternatives live in the `recipe` section: a preset name (`scalerl`, `loo-*`, `deepseek-grpo`,
-`qwen25-dapo`, `magistral`, `minimax-m1`) plus overrides of any `RecipeConfig` field, resolved
-by `scalerl.rl.recipe.recipe_from_preset`. The batch shape (prompts × generations), the
-off-policy mode, length control (hence the generation length) and optimizer settings are
-recipe fields; `max_new_tokens` here only caps them further.
+A run is one point of the sweep (docs/design.md, "Sweep"): model × generation length × recipe
+× batch × seed × task mix. Its RunConfig is built by `scalerl.sweep.run_config`, written into
+`run.yaml`, and read by `scalerl train` (every chunk) and `scalerl eval` (every checkpoint).
+The objective and its alternatives live in the `recipe` section: a preset name (`scalerl`,
+`loo-*`, `deepseek-grpo`, `qwen25-dapo`, `magistral`, `minimax-m1`) plus overrides of any
+`RecipeConfig` field, resolved by `scalerl.rl.recipe.recipe_from_preset`.
+
+The generation length L is `gen_len`; `resolved_recipe()` turns it into the recipe's length
+budgets with the `length` rules (thinking hi = L − answer_budget, lo = fraction × hi,
+length-penalty L_max = L), so a recipe that sets those budgets itself is an error when
+`gen_len` is given. The per-sample cap is `scalerl.rollout.budget.GenerationBudget`, the one
+computation trainer and eval share; `max_new_tokens` here only overrides it.
 
 Example (`run.yaml`):
 
     run: tiny-m_L48_scalerl_b16x8_s0
     seed: 0
     model: tiny-m
-    recipe: {preset: scalerl, overrides: {prompts_per_step: 16, generations_per_prompt: 8}}
+    gen_len: 80
+    recipe: {name: scalerl, preset: scalerl, overrides: {prompts_per_step: 16,
+             generations_per_prompt: 8}}
     steps_per_chunk: 50          # or chunk_steps: [3, 3, 6, 10, 18, 20] (one per chunk)
     save_every: 10
     task_weights: {math: 1.0, code: 0.0}
-    eval: {samples_per_prompt: 4, max_prompts: 200}
+    eval: {samples_per_prompt: 4, max_prompts: 140}
 
 Paths (`base`, `prompts`) may be given here or on the `scalerl train` command line (the
 command line wins).
@@ -35,13 +41,19 @@ from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
 
-__all__ = ["EvalConfig", "RecipeSpec", "RunConfig", "TaskWeights", "load_run_config"]
+__all__ = ["EvalConfig", "LengthConfig", "RecipeSpec", "RunConfig", "TaskWeights",
+           "load_run_config", "LENGTH_RECIPE_FIELDS"]
+
+# Recipe fields that `gen_len` decides (RunConfig.resolved_recipe).
+LENGTH_RECIPE_FIELDS = ("think_budget", "answer_budget", "length_penalty")
 
 
 @dataclasses.dataclass(frozen=True)
 class RecipeSpec(Config):
     """A recipe preset plus overrides of its `RecipeConfig` fields."""
 
+    name: str = field_("", "the recipe's name in the sweep (run ids, the eval `recipe` column); "
+                       "empty = the preset name")
     preset: str = field_("scalerl", "recipe preset: scalerl, loo-*, deepseek-grpo, qwen25-dapo, "
                          "magistral, minimax-m1 (see scalerl.rl.recipe)")
     overrides: dict[str, Any] = field_(
@@ -49,11 +61,45 @@ class RecipeSpec(Config):
         doc="RecipeConfig fields that replace the preset's values (nested mappings merge)",
     )
 
-    def build(self) -> Any:
-        """The resolved `scalerl.rl.recipe.RecipeConfig` (unknown keys raise ConfigError)."""
+    @property
+    def label(self) -> str:
+        """The name written into outputs: `name`, or the preset when unnamed."""
+        return self.name or self.preset
+
+    def build(self, extra: dict[str, Any] | None = None) -> Any:
+        """The resolved `scalerl.rl.recipe.RecipeConfig` (unknown keys raise ConfigError);
+        `extra` (nested) is merged over the overrides."""
+        from scalerl.config import _deep_merge
         from scalerl.rl.recipe import recipe_from_preset
 
-        return recipe_from_preset(self.preset, dict(self.overrides))
+        overrides = _deep_merge(dict(self.overrides), dict(extra or {}))
+        return recipe_from_preset(self.preset, overrides)
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthConfig(Config):
+    """How a generation length L becomes the recipe's length budgets (ScaleRL §3.2 / A.16)."""
+
+    answer_budget: int = field_(
+        2048, "tokens after </think> or the interruption; thinking hi = L − answer_budget "
+        "(paper: 2,048)", ge=1)
+    think_min_fraction: float = field_(
+        0.8333, "thinking budget lo = round(fraction × hi) (paper: 10k/12k = 0.833)", gt=0, le=1)
+    penalty_cache_fraction: float = field_(
+        0.1429, "length_penalty recipes: L_max = L, L_cache = round(fraction × L) "
+        "(paper DAPO baseline: 2k/14k)", gt=0, le=1)
+
+    def recipe_fields(self, gen_len: int) -> dict[str, Any]:
+        """The RecipeConfig fields that give a completion `gen_len` tokens."""
+        if gen_len <= self.answer_budget:
+            raise ConfigError(f"gen_len = {gen_len} leaves no thinking budget with "
+                              f"length.answer_budget = {self.answer_budget}; raise gen_len or "
+                              "lower answer_budget")
+        hi = gen_len - self.answer_budget
+        lo = max(1, round(self.think_min_fraction * hi))
+        cache = max(1, round(self.penalty_cache_fraction * gen_len))
+        return {"think_budget": [lo, hi], "answer_budget": self.answer_budget,
+                "length_penalty": {"max_len": gen_len, "cache_len": cache}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +123,10 @@ class TaskWeights(Config):
 class EvalConfig(Config):
     """How `scalerl eval` measures a checkpoint (validation pass rate, paper: mean@16)."""
 
-    samples_per_prompt: int = field_(4, "samples per validation prompt (paper: 16)", ge=1)
-    max_prompts: int = field_(200, "validation prompts used per task (0 = all)", ge=0)
+    samples_per_prompt: int = field_(16, "samples per validation prompt, k of mean@k "
+                                     "(paper: 16)", ge=1)
+    max_prompts: int = field_(1000, "validation prompts used per task (0 = all; paper: 1,000)",
+                              ge=0)
     temperature: float = field_(1.0, "sampling temperature for evaluation", gt=0)
 
 
@@ -92,6 +140,11 @@ class RunConfig(Config):
     base: str | None = field_(None, "base model directory (HF format) for chunk 0; "
                               "`scalerl train --init` overrides it")
     prompts: str | None = field_(None, "prompts.parquet; `scalerl train --prompts` overrides it")
+    gen_len: int | None = field_(
+        None, "generation length L (thinking + answer tokens); sets the recipe's think_budget, "
+        "answer_budget and length_penalty by the `length` rules; null = the recipe's own", ge=2)
+    length: LengthConfig = field_(default_factory=LengthConfig,
+                                  doc="how gen_len becomes the length budgets")
     recipe: RecipeSpec = field_(default_factory=RecipeSpec, doc="recipe preset + overrides")
     steps_per_chunk: int = field_(50, "optimizer steps per training chunk", ge=1)
     chunk_steps: tuple[int, ...] = field_(
@@ -105,8 +158,9 @@ class RunConfig(Config):
     )
     task_weights: TaskWeights = field_(default_factory=TaskWeights, doc="math/code mix")
     max_new_tokens: int | None = field_(
-        None, "hard cap on generated tokens per sample; null = the recipe's cap (think_budget "
-        "hi + answer_budget, or length_penalty.max_len)", ge=1,
+        None, "hard cap on generated tokens per sample; null = the recipe's cap "
+        "(scalerl.rollout.budget.GenerationBudget: think_budget hi + interruption + "
+        "answer_budget, or length_penalty.max_len)", ge=1,
     )
     temperature: float = field_(1.0, "sampling temperature of the generators", gt=0)
     engine: str = field_("hf", "generation engine: hf (torch) or vllm", choices=("hf", "vllm"))
@@ -162,10 +216,15 @@ class RunConfig(Config):
                             micro_batch_tokens=self.micro_batch_tokens,
                             gradient_checkpointing=self.gradient_checkpointing)
 
-    def generation_cap(self, recipe: Any) -> int:
-        """Tokens a completion may have: `max_new_tokens`, or the recipe's cap when null."""
-        cap = int(recipe.max_new_tokens)
-        return cap if self.max_new_tokens is None else min(cap, self.max_new_tokens)
+    def resolved_recipe(self) -> Any:
+        """The run's RecipeConfig: preset + overrides, then the length budgets of `gen_len`."""
+        if self.gen_len is None:
+            return self.recipe.build()
+        clash = sorted(set(self.recipe.overrides) & set(LENGTH_RECIPE_FIELDS))
+        if clash:
+            raise ConfigError(f"recipe.overrides sets {', '.join(clash)}, which gen_len = "
+                              f"{self.gen_len} decides; remove them or set gen_len: null")
+        return self.recipe.build(self.length.recipe_fields(self.gen_len))
 
     def steps_in_chunk(self, chunk: int) -> int:
         """Optimizer steps that chunk `chunk` (numbered from 0) trains."""
@@ -193,5 +252,5 @@ def load_run_config(path: str | Path, overrides: dict[str, Any] | None = None) -
     cfg = RunConfig.from_dict(data)
     if overrides:
         cfg = cfg.replace(**overrides)
-    cfg.recipe.build()  # fail early on a bad preset or override
+    cfg.resolved_recipe()  # fail early on a bad preset, override or length
     return cfg

@@ -61,6 +61,7 @@ from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
+from scalerl.rollout.budget import GenerationBudget
 from scalerl.utils.log import eta_seconds, format_seconds, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
@@ -220,7 +221,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
     out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
-    recipe = cfg.recipe.build()
+    recipe = cfg.resolved_recipe()
     steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"
     load_from, state = _init_state(cfg, chunk, init, partial)
@@ -234,7 +235,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     tokenizer = load_tokenizer(load_from)
     # the trainer's copy in param_dtype (fp32 master weights); generators keep model_cfg.dtype
     model = load_model(load_from, model_cfg.replace(dtype=cfg.param_dtype), device)
-    cap = _generation_cap(cfg, recipe, len(encode_text(tokenizer, recipe.interruption_text)))
+    cap = generation_budget(cfg, len(encode_text(tokenizer, recipe.interruption_text)))
+    cap = cap.max_new_tokens
     optimizer, scheduler = make_optimizer(model, recipe)
     source = PromptSource(
         load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
@@ -354,17 +356,10 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
             run.save(partial, partial=True)
 
 
-def _generation_cap(cfg: RunConfig, recipe: Any, n_interrupt: int) -> int:
-    """Tokens per completion: thinking hi + interruption text + answer budget (or L_max)."""
-    if recipe.length_control == "interruption":
-        need = recipe.think_budget[1] + n_interrupt + recipe.answer_budget
-        if cfg.max_new_tokens is not None and cfg.max_new_tokens < need:
-            raise ConfigError(
-                f"max_new_tokens = {cfg.max_new_tokens} is below think_budget hi "
-                f"{recipe.think_budget[1]} + {n_interrupt} interruption tokens + answer_budget "
-                f"{recipe.answer_budget} = {need}; lower the recipe budgets or raise it")
-        return cfg.max_new_tokens or need
-    return cfg.generation_cap(recipe)
+def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudget:
+    """The per-sample limits the trainer's requests get (the same as `scalerl eval`'s)."""
+    return GenerationBudget.from_recipe(cfg.resolved_recipe(), n_interrupt_tokens,
+                                        cfg.max_new_tokens)
 
 
 def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:

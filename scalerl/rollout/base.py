@@ -25,11 +25,11 @@ from typing import Literal
 
 import torch
 
+from scalerl.text import INTERRUPTION_TEXT
+
 FinishReason = Literal["stop", "length"]
 
-DEFAULT_INTERRUPTION_TEXT = (
-    "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
-)
+DEFAULT_INTERRUPTION_TEXT = INTERRUPTION_TEXT  # the paper's text (scalerl.text)
 
 
 @dataclasses.dataclass(frozen=True)

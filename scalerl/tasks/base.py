@@ -12,6 +12,10 @@ of tiny models uses it), loaded datasets usually do not (empty string).
 Rows of prompts.parquet carry the same fields plus `split`; `TaskExample.to_row()` gives the
 plain dict used everywhere a "task row" (a Mapping) is expected, e.g. `scalerl.rewards.score`.
 
+`pass_rate` is the solve rate a dataset records for the prompt (Polaris-53K: `difficulty`
+"6/8" -> 0.75), read by the build's difficulty filter; None when unknown. It is not a
+prompts.parquet column, so `to_row()` leaves it out.
+
 Deliberately left out: chat templates and system prompts (prompts stay raw text; formatting for
 instruction-tuned models belongs to the rollout side).
 """
@@ -23,14 +27,12 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from scalerl.text import BOXED_OPEN, THINK_CLOSE, THINK_OPEN
+
 __all__ = ["TaskExample", "TaskKind", "THINK_OPEN", "THINK_CLOSE", "BOXED_OPEN", "make_prompt_id",
            "MalformedRowError"]
 
 TaskKind = Literal["math", "code"]
-
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
-BOXED_OPEN = "\\boxed{"
 
 ROW_FIELDS = ("prompt_id", "task", "source", "prompt", "answer", "tests", "difficulty", "solution")
 
@@ -57,6 +59,7 @@ class TaskExample:
     tests: str | None  # code: JSON test spec (scalerl.tasks.code_tests); math: None
     difficulty: int
     solution: str = ""  # full worked target "<think>...</think>answer"; "" when unknown
+    pass_rate: float | None = None  # recorded solve rate in [0, 1] (Polaris "k/n"); None: unknown
 
     def __post_init__(self) -> None:
         where = f"row {self.prompt_id!r}"
@@ -73,10 +76,15 @@ class TaskExample:
         if isinstance(self.difficulty, bool) or not isinstance(self.difficulty, int):
             raise MalformedRowError(f"{where}: field 'difficulty' must be an int, "
                                     f"got {self.difficulty!r}")
+        if self.pass_rate is not None and not 0.0 <= self.pass_rate <= 1.0:
+            raise MalformedRowError(f"{where}: field 'pass_rate' must be in [0, 1] or None, "
+                                    f"got {self.pass_rate!r}")
 
     def to_row(self) -> dict[str, Any]:
-        """The plain dict form (prompts.parquet columns except `split`)."""
-        return dataclasses.asdict(self)
+        """The plain dict form (prompts.parquet columns except `split`; no `pass_rate`)."""
+        row = dataclasses.asdict(self)
+        del row["pass_rate"]
+        return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> TaskExample:

@@ -4,22 +4,47 @@ Rows are mapped to `TaskExample`s through a column mapping (canonical key -> dat
 - math (Polaris-53K, MATH style): `prompt` <- "problem", `answer` <- "answer";
 - code (DeepCoder / LiveCodeBench / TACO style): `prompt` <- "problem", `tests` <- "tests"
   (converted to the canonical format by `scalerl.tasks.code_tests.normalize_tests`),
-  `fn_name` <- "metadata.func_name" (a dotted path reads into a dict or a JSON string column).
-Optional keys for both: `id`, `difficulty`, `solution`. A mapped column that a row lacks is an
-error naming the row and the field (`MalformedRowError`), or, with `skip_malformed=True`, the
-row is skipped and its message kept in `LoadResult.skipped`.
+  `fn_name` <- "metadata.func_name" (a dotted path reads into a dict or a JSON string column),
+  `starter_code` <- "starter_code".
+Optional keys for both: `id`, `difficulty`, `solution` (a list, or a JSON list of strings as in
+APPS / TACO `solutions`, gives its first element), and for code `fn_name`, `starter_code`.
+A mapped column that a row lacks is an error naming the row and the field
+(`MalformedRowError`), or, with `skip_malformed=True`, the row is skipped and its message kept
+in `LoadResult.skipped`.
+
+`FORMATS` names the column mappings of the upstream datasets (`format=` argument):
+- `polaris` (POLARIS-Project/Polaris-Dataset-53K, JSONL): `problem`, `answer`, `difficulty`
+  = the pass count of 8 samples of DeepSeek-R1-Distill-Qwen-7B as a string "k/n", e.g. "6/8";
+- `deepcoder` (agentica-org/DeepCoder-Preview-Dataset, subsets lcbv5 / primeintellect / taco /
+  codeforces): `problem`, `tests` (JSON string: a LiveCodeBench or primeintellect case list, or
+  a TACO `{inputs, outputs, fn_name?}` object), `metadata` ({"func_name": ...} for LeetCode
+  rows), `starter_code` (LeetCode rows: `class Solution:` with the method signature);
+- `taco` (BAAI/TACO) and `apps` (codeparrot/apps): `question`, `input_output` (JSON string
+  `{inputs, outputs, fn_name?}`), `starter_code`, `solutions` (JSON list of programs, not
+  mapped by default), `difficulty` (labels "EASY".."VERY_HARD" / "introductory", "interview",
+  "competition", mapped to 1..5 / 1..3; "UNKNOWN_DIFFICULTY" -> 0); apps also `problem_id`.
+
+Prompts: a non-empty starter code is appended to the problem in a block the model should
+complete (`STARTER_HEADER`, the code in a ```python fence); when functional test cases
+(LiveCodeBench / primeintellect lists) name no function, the one the starter code defines
+(`def NAME(`, the `Solution` method for LeetCode) is used; APPS / TACO objects without
+`fn_name` stay stdin/stdout tests, as upstream grades them. Difficulty: a number, a known label, or a pass count "k/n" - which sets
+`pass_rate = k/n` (what the build's difficulty filter compares with `min_pass_rate` /
+`max_pass_rate`) and `difficulty = n - k` (failed samples: higher is harder, like the synthetic
+levels).
 
 Hugging Face datasets load only when asked (`load_hub`), through the optional `datasets`
 package (imported lazily; a clear error says how to install it) - never in tests.
 
-Deliberately left out: prompt templates (prompts are stored as given) and streaming of
-datasets larger than memory.
+Deliberately left out: chat templates (prompts are stored as raw text), special judges, and
+streaming of datasets larger than memory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,15 +52,32 @@ from typing import Any
 from scalerl.tasks.base import MalformedRowError, TaskExample, make_prompt_id
 from scalerl.tasks.code_tests import TestSpecError, normalize_tests
 
-__all__ = ["DEFAULT_COLUMNS", "LoadResult", "read_records", "rows_to_examples", "load_file",
-           "load_hub"]
+__all__ = ["DEFAULT_COLUMNS", "FORMATS", "STARTER_HEADER", "LoadResult", "read_records",
+           "rows_to_examples", "load_file", "load_hub", "parse_difficulty", "with_starter_code",
+           "starter_fn_name"]
 
 DEFAULT_COLUMNS: dict[str, dict[str, str]] = {
     "math": {"prompt": "problem", "answer": "answer"},
-    "code": {"prompt": "problem", "tests": "tests", "fn_name": "metadata.func_name"},
+    "code": {"prompt": "problem", "tests": "tests", "fn_name": "metadata.func_name",
+             "starter_code": "starter_code"},
 }
-_KEYS = {"prompt", "answer", "tests", "fn_name", "id", "difficulty", "solution"}
-_OPTIONAL = {"fn_name", "id", "difficulty", "solution"}
+# format name -> (task, column mapping over DEFAULT_COLUMNS[task]); see the module docstring
+FORMATS: dict[str, tuple[str, dict[str, str]]] = {
+    "polaris": ("math", {"difficulty": "difficulty"}),
+    "deepcoder": ("code", {}),
+    "taco": ("code", {"prompt": "question", "tests": "input_output", "difficulty": "difficulty"}),
+    "apps": ("code", {"prompt": "question", "tests": "input_output", "difficulty": "difficulty",
+                      "id": "problem_id"}),
+}
+_KEYS = {"prompt", "answer", "tests", "fn_name", "starter_code", "id", "difficulty", "solution"}
+_OPTIONAL = {"fn_name", "starter_code", "id", "difficulty", "solution"}
+# difficulty labels of TACO (EASY..VERY_HARD) and APPS (introductory, interview, competition)
+_LABELS = {"UNKNOWN_DIFFICULTY": 0, "EASY": 1, "MEDIUM": 2, "MEDIUM_HARD": 3, "HARD": 4,
+           "VERY_HARD": 5, "introductory": 1, "interview": 2, "competition": 3}
+_PASS_COUNT = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+STARTER_HEADER = ("### Starter code\nComplete the following starter code; keep its class and "
+                  "function names and signatures:")
+_DEF = re.compile(r"^[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
 
 
 @dataclasses.dataclass
@@ -93,17 +135,64 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value) or value == ""
 
 
-def _difficulty(value: Any, where: str) -> int:
+def parse_difficulty(value: Any, where: str = "row") -> tuple[int, float | None]:
+    """(difficulty, pass_rate) of a dataset difficulty value (see the module docstring).
+
+    A pass count "k/n" (Polaris) gives (n - k, k / n); an integer-valued number or numeric
+    string gives (that int, None); a TACO / APPS label its level; missing gives (0, None).
+    """
     if _missing(value):
-        return 0
+        return 0, None
+    if isinstance(value, str):
+        count = _PASS_COUNT.fullmatch(value)
+        if count:
+            k, n = int(count.group(1)), int(count.group(2))
+            if n == 0 or k > n:
+                raise MalformedRowError(f"{where}: field 'difficulty' {value!r} is not a pass "
+                                        "count k/n with 0 <= k <= n and n > 0")
+            return n - k, k / n
+        if value.strip() in _LABELS:
+            return _LABELS[value.strip()], None
+    if isinstance(value, bool):
+        raise MalformedRowError(f"{where}: field 'difficulty' must be a number, got {value!r}")
     try:
         as_float = float(value)
     except (TypeError, ValueError):
-        raise MalformedRowError(f"{where}: field 'difficulty' must be a number, got {value!r}; "
-                                "map another column or drop 'difficulty' from columns") from None
+        raise MalformedRowError(f"{where}: field 'difficulty' must be a number, a pass count "
+                                f"'k/n' or a TACO/APPS label, got {value!r}; map another "
+                                "column or drop 'difficulty' from columns") from None
     if not as_float.is_integer():
         raise MalformedRowError(f"{where}: field 'difficulty' must be an integer, got {value!r}")
-    return int(as_float)
+    return int(as_float), None
+
+
+def starter_fn_name(starter_code: str) -> str | None:
+    """The function the starter code asks for: the first `def NAME(` other than `__init__`
+    outside comments (LeetCode: the `Solution` method), else None."""
+    names = [n for n in _DEF.findall(starter_code) if n != "__init__"]
+    return names[0] if names else None
+
+
+def with_starter_code(problem: str, starter_code: str) -> str:
+    """The prompt: the problem, then (when non-empty) the starter code block to complete."""
+    code = starter_code.strip("\n").rstrip()
+    if not code:
+        return problem
+    return f"{problem.rstrip()}\n\n{STARTER_HEADER}\n```python\n{code}\n```\n"
+
+
+def _first_solution(value: Any) -> str:
+    """A reference solution: the value, or the first of a list / JSON list of programs."""
+    if isinstance(value, str) and value.lstrip().startswith("["):
+        try:
+            decoded = json.loads(value)
+        except json.JSONDecodeError:
+            return value
+        if isinstance(decoded, list) and all(isinstance(v, str) for v in decoded):
+            value = decoded
+    if isinstance(value, list | tuple):
+        return str(value[0]) if value else ""
+    return "" if _missing(value) else str(value)
 
 
 def _example(row: Mapping[str, Any], i: int, task: str, source: str,
@@ -132,28 +221,40 @@ def _example(row: Mapping[str, Any], i: int, task: str, source: str,
     else:
         if _missing(values.get("tests")):
             raise MalformedRowError(f"{where}: field 'tests' ({columns.get('tests')!r}) is empty")
+        starter = values.get("starter_code")
+        starter = "" if _missing(starter) else str(starter)
         fn_name = values.get("fn_name")
         try:
-            tests = normalize_tests(values["tests"], None if _missing(fn_name) else str(fn_name))
+            tests = normalize_tests(values["tests"], None if _missing(fn_name) else str(fn_name),
+                                    starter_fn=starter_fn_name(starter))
         except TestSpecError as err:
             raise MalformedRowError(f"{where}: field 'tests': {err}") from None
         tests = tests.to_json()
+        prompt = with_starter_code(prompt, starter)
     raw_id = values.get("id")
     prompt_id = make_prompt_id(source, prompt) if _missing(raw_id) else f"{source}-{raw_id}"
-    solution = values.get("solution")
+    difficulty, pass_rate = parse_difficulty(values.get("difficulty"), where)
     return TaskExample(prompt_id=prompt_id, task=task, source=source, prompt=prompt,
-                       answer=answer, tests=tests,
-                       difficulty=_difficulty(values.get("difficulty"), where),
-                       solution="" if _missing(solution) else str(solution))
+                       answer=answer, tests=tests, difficulty=difficulty,
+                       solution=_first_solution(values.get("solution")), pass_rate=pass_rate)
 
 
 def rows_to_examples(rows: Iterable[Mapping[str, Any]], *, task: str, source: str,
                      columns: Mapping[str, str] | None = None, skip_malformed: bool = False,
-                     limit: int = 0) -> LoadResult:
-    """Map raw rows to examples (see module docstring); `limit` > 0 keeps the first `limit`."""
+                     limit: int = 0, format: str = "") -> LoadResult:
+    """Map raw rows to examples (see module docstring); `limit` > 0 keeps the first `limit`;
+    `format` (a `FORMATS` name, "" for none) sets the columns that `columns` does not."""
     if task not in DEFAULT_COLUMNS:
         raise ValueError(f"task must be 'math' or 'code', got {task!r}")
-    mapping = {**DEFAULT_COLUMNS[task], **(columns or {})}
+    preset: dict[str, str] = {}
+    if format:
+        if format not in FORMATS:
+            raise ValueError(f"unknown dataset format {format!r}; known: {sorted(FORMATS)}")
+        format_task, preset = FORMATS[format]
+        if format_task != task:
+            raise ValueError(f"format {format!r} is a {format_task} dataset; set task: "
+                             f"{format_task} (got {task!r})")
+    mapping = {**DEFAULT_COLUMNS[task], **preset, **(columns or {})}
     unknown = set(mapping) - _KEYS
     if unknown:
         raise ValueError(f"unknown column-mapping key(s) {sorted(unknown)}; valid: {sorted(_KEYS)}")
@@ -173,15 +274,16 @@ def rows_to_examples(rows: Iterable[Mapping[str, Any]], *, task: str, source: st
 
 def load_file(path: str | Path, *, task: str, source: str | None = None,
               columns: Mapping[str, str] | None = None, skip_malformed: bool = False,
-              limit: int = 0) -> LoadResult:
+              limit: int = 0, format: str = "") -> LoadResult:
     """Load a local Parquet / JSONL / JSON dataset file."""
     return rows_to_examples(read_records(path), task=task, source=source or Path(path).stem,
-                            columns=columns, skip_malformed=skip_malformed, limit=limit)
+                            columns=columns, skip_malformed=skip_malformed, limit=limit,
+                            format=format)
 
 
 def load_hub(dataset_id: str, *, task: str, split: str = "train", config_name: str | None = None,
              source: str | None = None, columns: Mapping[str, str] | None = None,
-             skip_malformed: bool = False, limit: int = 0) -> LoadResult:
+             skip_malformed: bool = False, limit: int = 0, format: str = "") -> LoadResult:
     """Load a Hugging Face dataset (needs the `datasets` package and network or a local cache)."""
     try:
         import datasets
@@ -191,4 +293,5 @@ def load_hub(dataset_id: str, *, task: str, split: str = "train", config_name: s
             from None
     ds = datasets.load_dataset(dataset_id, config_name or None, split=split)
     return rows_to_examples(iter(ds), task=task, source=source or dataset_id.split("/")[-1],
-                            columns=columns, skip_malformed=skip_malformed, limit=limit)
+                            columns=columns, skip_malformed=skip_malformed, limit=limit,
+                            format=format)

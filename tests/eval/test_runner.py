@@ -10,6 +10,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
+from scalerl.config import ConfigError
 from scalerl.eval.runner import (
     EvalSettings,
     build_requests,
@@ -45,20 +46,26 @@ def _prompts_file(tmp_path):
     return path
 
 
+def _settings(cfg, n_interrupt_tokens=1):
+    return EvalSettings.from_run(cfg, cfg.resolved_recipe(), n_interrupt_tokens)
+
+
 def test_settings_follow_the_run_recipe():
-    s = EvalSettings.from_run(_run_cfg(), _run_cfg().recipe.build())
-    # generation length = thinking hi + answer budget = 8 + 8
-    assert (s.gen_len, s.think_budget, s.answer_budget) == (16, (6, 8), 8)
+    s = _settings(_run_cfg())
+    # generation length = thinking hi + answer budget = 8 + 8; cap = 8 + 1 + 8
+    assert (s.budget.gen_len, s.budget.think_budget, s.budget.answer_budget) == (16, (6, 8), 8)
     assert (s.samples_per_prompt, s.max_prompts, s.temperature, s.seed) == (2, 2, 1.0, 3)
-    assert s.max_new_tokens(1) == 17  # room for the 1-token interruption text
+    assert s.budget.max_new_tokens == 17  # room for the 1-token interruption text
     lp = _run_cfg().replace(recipe={"overrides": {"length_control": "length_penalty",
                                                   "length_penalty": {"max_len": 20,
                                                                      "cache_len": 4}}})
-    s = EvalSettings.from_run(lp, lp.recipe.build())
-    assert (s.gen_len, s.think_budget, s.max_new_tokens(5)) == (20, None, 20)
-    # RunConfig.max_new_tokens replaces the derived cap, as in the trainer
+    s = _settings(lp, 5)
+    assert (s.budget.gen_len, s.budget.think_budget, s.budget.max_new_tokens) == (20, None, 20)
+    # RunConfig.max_new_tokens raises the cap, as in the trainer; below the need it fails
     capped = _run_cfg().replace(max_new_tokens=30)
-    assert EvalSettings.from_run(capped, capped.recipe.build()).max_new_tokens(1) == 30
+    assert _settings(capped).budget.max_new_tokens == 30
+    with pytest.raises(ConfigError, match="max_new_tokens = 10 is below think_budget hi 8"):
+        _settings(_run_cfg().replace(max_new_tokens=10))
 
 
 def test_select_prompts_takes_the_first_n_of_each_task(tmp_path):
@@ -89,14 +96,15 @@ def test_load_eval_prompts_jsonl_and_errors(tmp_path):
 
 def test_requests_draw_reproducible_budgets_in_range(tmp_path):
     rows = load_eval_prompts(_prompts_file(tmp_path), "val")
-    settings = EvalSettings.from_run(_run_cfg(), _run_cfg().recipe.build())
-    settings = dataclasses.replace(settings, think_budget=(2, 9))
+    settings = _settings(_run_cfg())
+    settings = dataclasses.replace(settings, budget=dataclasses.replace(
+        settings.budget, think_budget=(2, 9)))
 
     def tokenize(text):
         return [1] + [ord(c) for c in text]
 
-    reqs = build_requests(rows, tokenize, settings, n_interrupt_tokens=1)
-    again = build_requests(rows, tokenize, settings, n_interrupt_tokens=1)
+    reqs = build_requests(rows, tokenize, settings)
+    again = build_requests(rows, tokenize, settings)
     assert len(reqs) == len(rows) * 2
     assert [(r.prompt_id, r.sample_idx) for r in reqs[:2]] == [(rows[0]["prompt_id"], 0),
                                                                (rows[0]["prompt_id"], 1)]
@@ -144,9 +152,10 @@ def test_evaluate_rows_scores_with_the_real_verifiers(tmp_path):
         (code_row["prompt_id"], 0): (code_solution[0].solution, 9, False, False),
         (code_row["prompt_id"], 1): ("<think>no answer", 16, True, False),
     }
-    settings = dataclasses.replace(
-        EvalSettings.from_run(_run_cfg(), _run_cfg().recipe.build()), think_budget=None)
-    reqs = build_requests(rows, lambda t: [1, 2], settings, 0)
+    settings = _settings(_run_cfg(), 0)
+    settings = dataclasses.replace(settings, budget=dataclasses.replace(
+        settings.budget, think_budget=None))
+    reqs = build_requests(rows, lambda t: [1, 2], settings)
     out = evaluate_rows(ScriptedEngine(texts), rows, reqs, score_many, rewards=(1.0, -1.0),
                         prompts_per_batch=1)
     got = [(r["prompt_id"], r["sample_idx"], r["correct"], r["reward"], r["n_tokens"],

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from scalerl.basemodel.cli import copy_hf_base
 from scalerl.config import ConfigError
-from scalerl.models.cli import copy_hf_base
 from scalerl.models.config import TINY_SIZES, ModelConfig
 from scalerl.models.loading import (
     ModelNotFoundError,

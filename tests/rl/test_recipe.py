@@ -14,6 +14,7 @@ from scalerl.rl.recipe import (
     list_presets,
     recipe_from_preset,
 )
+from scalerl.rollout.budget import GenerationBudget
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -55,7 +56,8 @@ def test_scalerl_defaults_are_the_paper_values():
     assert (opt.lr, opt.warmup_steps, opt.eps, opt.weight_decay) == (5e-7, 100, 1e-15, 0.01)
     assert (cfg.reward_correct, cfg.reward_incorrect) == (1.0, -1.0)
     assert (cfg.length_penalty.max_len, cfg.length_penalty.cache_len) == (14336, 2048)
-    assert cfg.max_new_tokens == 12288 + 2048
+    # cap with the paper's text of n tokens: hi + n + answer budget (one computation)
+    assert GenerationBudget.from_recipe(cfg, 20).max_new_tokens == 12288 + 20 + 2048
 
 
 @pytest.mark.parametrize("name", sorted(LOO_CHANGES))
@@ -73,7 +75,8 @@ def test_loo_values():
     assert not recipe_from_preset("loo-batch").zero_variance_filter
     assert not recipe_from_preset("loo-fp32").fp32_lm_head
     lp = recipe_from_preset("loo-lp")
-    assert lp.length_control == "length_penalty" and lp.max_new_tokens == 14336
+    assert lp.length_control == "length_penalty"
+    assert GenerationBudget.from_recipe(lp, 20).max_new_tokens == 14336
     op = recipe_from_preset("loo-8op")
     assert (op.off_policy, op.ppo_minibatches) == ("ppo", 8)
     assert recipe_from_preset("loo-npr").npr_threshold is None
@@ -128,3 +131,17 @@ def test_errors_name_the_problem():
         recipe_from_preset("scalerl", {"optimizer": {"betas": [0.9, 1.5]}})
     with pytest.raises(ConfigError, match="must be a mapping"):
         recipe_from_preset("scalerl", [("a", 1)])  # type: ignore[arg-type]
+
+
+def test_a_clip_field_of_another_loss_kind_is_an_error():
+    # TRL's eps_high for CISPO's eps_max would do nothing: it must fail, naming field and kind
+    with pytest.raises(ConfigError, match=r"kind = 'cispo' does not read loss.eps_high .*"
+                                          r"cispo reads eps_max"):
+        recipe_from_preset("scalerl", {"loss": {"eps_high": 5}})
+    with pytest.raises(ConfigError, match="does not read loss.eps_max"):
+        recipe_from_preset("scalerl", {"loss": {"kind": "dapo", "eps_max": 8}})
+    # the fields of the kind in use are fine, and a preset's own clip fields give way when an
+    # override changes the kind (deepseek-grpo sets eps for grpo)
+    assert recipe_from_preset("scalerl", {"loss": {"eps_max": 5}}).loss.eps_max == 5
+    switched = recipe_from_preset("deepseek-grpo", {"loss": {"kind": "cispo", "eps_max": 8}})
+    assert (switched.loss.kind, switched.loss.eps_max) == ("cispo", 8)

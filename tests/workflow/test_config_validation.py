@@ -63,7 +63,7 @@ def _bad(tmp_path, mutate):
     [
         (lambda c: c["train"].update(chunkz=3), "unknown key train.chunkz"),
         (lambda c: c.update(extra_section={}), "unknown key extra_section"),
-        (lambda c: c["train"].update(chunks="four"), "train.chunks: 'four' is not of type"),
+        (lambda c: c["train"].update(chunks="four"), "train.chunks: 'four' is not an integer"),
         (lambda c: c["sweep"].update(models=[]), "sweep.models: must list at least one"),
         (lambda c: c["train"].update(chunks=6, steps_per_chunk=[3, 3, 6]),
          "train.steps_per_chunk lists 3 chunk length(s) but train.chunks is 6"),
@@ -71,16 +71,19 @@ def _bad(tmp_path, mutate):
          " is not valid: optimizer steps per chunk"),
         (lambda c: c["sweep"].update(models=["tiny-xl"]), "'tiny-xl' is not defined under"),
         (lambda c: c["sweep"].update(recipes=["nope"]), "'nope' is neither defined"),
-        (lambda c: c["sweep"].update(batches=["16by8"]), "sweep.batches.0"),
+        (lambda c: c["sweep"].update(batches=["16by8"]), "sweep.batches.0: '16by8' is not"),
+        (lambda c: c["eval"].update(samples_per_prompt=0), "samples_per_prompt = 0 must be >= 1"),
+        (lambda c: c["resources"]["train"].update(threads=0), "threads"),
+        (lambda c: c["train"]["recipe_overrides"].update(loss={"eps_high": 5}),
+         "kind = 'cispo' does not read loss.eps_high"),
+        (lambda c: c["train"].update(gen_len=3), "train.gen_len is set by the sweep"),
         (lambda c: c["recipes"]["scalerl"]["overrides"].update(loss={"kindd": "x"}),
          "recipes.scalerl"),
         (lambda c: c["models"]["tiny-m"].update(recipe_overrides={"optimizer": {"lrr": 1}}),
          "models.tiny-m.recipe_overrides"),
         (lambda c: c["models"]["tiny-s"].update(recipe_overrides={"think_budget": [4, 8]}),
          "models.tiny-s.recipe_overrides: think_budget are set by the sweep"),
-        (lambda c: c["train"]["run_overrides"].update(bogus=1)
-         if "run_overrides" in c["train"] else c["train"].update(run_overrides={"bogus": 1}),
-         "bogus"),
+        (lambda c: c["train"].update(bogus=1), "unknown key train.bogus"),
     ],
 )
 def test_bad_config_fails_before_any_job(tmp_path, mutate, expected):

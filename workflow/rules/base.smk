@@ -6,7 +6,7 @@ rule model_config:
     output:
         res("models", "{model}", "model.yaml"),
     params:
-        cfg=lambda w: config["models"][w.model]["config"],
+        cfg=lambda w: SWEEP.models[w.model].config,
     log:
         res("logs", "model_config", "{model}.log"),
     localrule: True

@@ -5,7 +5,7 @@ rule data_config:
     output:
         res("data", "data.yaml"),
     params:
-        cfg=config["data"]["config"],
+        cfg=SWEEP.data_config,
     log:
         res("logs", "data_config.log"),
     localrule: True

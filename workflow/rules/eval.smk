@@ -7,15 +7,13 @@ rule eval:
         cfg=run_dir("{run}", "run.yaml"),
         prompts=PROMPTS,
         checkpoint=lambda w: checkpoint_dir(w.run, w.chunk),
-        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
+        model_cfg=lambda w: model_config_file(w.run),
     output:
         run_dir("{run}", "eval", "chunk{chunk}.parquet"),
     log:
         res("logs", "eval", "{run}", "chunk{chunk}.log"),
     benchmark:
         res("benchmarks", "eval", "{run}", "chunk{chunk}.tsv")
-    params:
-        labels=lambda w: eval_label_args(RUNS[w.run]),
     threads: rule_resources("eval")["threads"]
     resources:
         gpu=rule_resources("eval")["gpu"],
@@ -26,15 +24,15 @@ rule eval:
     shell:
         "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
         " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
-        " --prompts {input.prompts} {params.labels} --out {output} > {log} 2>&1"
+        " --prompts {input.prompts} --out {output} > {log} 2>&1"
 
 
 rule eval_downstream:
     input:
         cfg=run_dir("{run}", "run.yaml"),
-        prompts=lambda w: config["eval"]["downstream"][w.dataset]["path"],
+        prompts=lambda w: SWEEP.downstream[w.dataset].path,
         checkpoint=lambda w: checkpoint_dir(w.run, w.chunk),
-        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
+        model_cfg=lambda w: model_config_file(w.run),
     output:
         run_dir("{run}", "downstream", "{dataset}", "chunk{chunk}.parquet"),
     log:
@@ -42,8 +40,7 @@ rule eval_downstream:
     benchmark:
         res("benchmarks", "eval_downstream", "{run}", "{dataset}", "chunk{chunk}.tsv")
     params:
-        labels=lambda w: eval_label_args(RUNS[w.run]),
-        max_prompts=lambda w: config["eval"]["downstream"][w.dataset]["max_prompts"],
+        max_prompts=lambda w: SWEEP.downstream[w.dataset].max_prompts,
     threads: rule_resources("eval")["threads"]
     resources:
         gpu=rule_resources("eval")["gpu"],
@@ -55,4 +52,4 @@ rule eval_downstream:
         "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
         " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
         " --prompts {input.prompts} --split all --dataset {wildcards.dataset}"
-        " --max-prompts {params.max_prompts} {params.labels} --out {output} > {log} 2>&1"
+        " --max-prompts {params.max_prompts} --out {output} > {log} 2>&1"

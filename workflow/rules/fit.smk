@@ -18,10 +18,10 @@ rule fit:
     benchmark:
         res("benchmarks", "fit", "{run}.tsv")
     params:
-        meta=lambda w: fit_meta_args(RUNS[w.run]),
-        group_by=config["fit"]["group_by"],
-        compute=f"compute_{config['fit']['compute']}",
-        extra=" ".join(shlex.quote(a) for a in config["fit"]["extra_args"]),
+        meta=lambda w: fit_meta_args(w.run),
+        group_by=SWEEP.fit.group_by,
+        compute=f"compute_{SWEEP.fit.compute}",
+        extra=shlex.join(SWEEP.fit.extra_args),
     threads: rule_resources("fit")["threads"]
     resources:
         gpu=rule_resources("fit")["gpu"],

@@ -7,13 +7,11 @@
 rule run_config:
     output:
         run_dir("{run}", "run.yaml"),
-    params:
-        cfg=lambda w: run_config(config, RUNS[w.run]),
     log:
         res("logs", "run_config", "{run}.log"),
     localrule: True
     run:
-        write_yaml(output[0], params.cfg)
+        write_run_config(output[0], wildcards.run)
 
 
 rule provenance:
@@ -25,7 +23,7 @@ rule provenance:
         res("logs", "provenance", "{run}.log"),
     localrule: True
     run:
-        write_provenance(output[0], input[0])
+        write_run_provenance(output[0], input[0])
 
 
 rule train:
@@ -33,7 +31,7 @@ rule train:
         cfg=run_dir("{run}", "run.yaml"),
         prompts=PROMPTS,
         init=lambda w: checkpoint_dir(w.run, int(w.chunk) - 1),
-        model_cfg=lambda w: res("models", RUNS[w.run].model, "model.yaml"),
+        model_cfg=lambda w: model_config_file(w.run),
     output:
         checkpoint=directory(run_dir("{run}", "chunk{chunk}")),
     log:

@@ -6,11 +6,11 @@ import math
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from scalerl.basemodel.sft import BandSearch, SFTConfig, sft_data, task_weights, train_sft
 from scalerl.cli import main
 from scalerl.config import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model, new_tiny_tokenizer
-from scalerl.models.sft import BandSearch, SFTConfig, sft_data, task_weights, train_sft
 
 
 def test_band_search_keeps_the_first_rate_inside_the_band():

@@ -2,7 +2,7 @@
 
 CFG holds a `BaseConfig`: `model:` (a `ModelConfig`) and, for tiny sizes, `sft:` (an
 `SFTConfig`). Tiny sizes are initialised from `model.seed`, warm-started by SFT until their
-measured pass rate is inside the target band (`scalerl.models.sft`), and saved as a Hugging
+measured pass rate is inside the target band (`scalerl.basemodel.sft`), and saved as a Hugging
 Face model directory (config.json, model.safetensors, generation_config.json, tokenizer files)
 plus `base_info.json`. A Hugging Face model (local directory or hub id already in the local
 cache) is copied as it is (`base_info.json` records where from); nothing is downloaded unless
@@ -19,9 +19,9 @@ import shutil
 import time
 from pathlib import Path
 
+from scalerl.basemodel.sft import SFTConfig
 from scalerl.config import Config, field_, load_mapping
 from scalerl.models.config import ModelConfig
-from scalerl.models.sft import SFTConfig
 from scalerl.utils.io import atomic_path, write_json_atomic
 from scalerl.utils.log import progress
 
@@ -61,13 +61,13 @@ def build_tiny_base(cfg: BaseConfig, out: Path) -> dict:
     """Initialise, warm-start and save a tiny model; returns base_info."""
     import torch
 
+    from scalerl.basemodel.sft import train_sft
     from scalerl.models.loading import (
         build_tiny_model,
         count_parameters,
         new_tiny_tokenizer,
         save_model_dir,
     )
-    from scalerl.models.sft import train_sft
 
     if cfg.sft.threads:
         torch.set_num_threads(cfg.sft.threads)
