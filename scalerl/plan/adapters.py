@@ -131,6 +131,9 @@ class SweepRuns:
     train_devices: int  # GPUs of the train job (resources.train.gpu)
 
 
+_TRAIN_SWEEP_KEYS = ("chunks", "steps_per_chunk", "recipe_overrides", "run_overrides")
+
+
 def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
     """MINIMAL LOCAL EXPANSION, to be replaced by `scalerl.sweep`: the memory-relevant part of
     common.smk's `expand_sweep` and `run_config` (same run ids, recipe overrides merged in the
@@ -160,10 +163,11 @@ def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
             length_penalty={"max_len": gen_len, "cache_len": max(
                 1, round(length["penalty_cache_fraction"] * gen_len))},
             prompts_per_step=prompts, generations_per_prompt=generations)
+        # every other `train:` key is a RunConfig field (scalerl.sweep.config: run_fields)
+        run_fields = {k: v for k, v in train.items() if k not in _TRAIN_SWEEP_KEYS}
         run = {"run": run_id, "seed": seed, "model": model,
                "recipe": {"preset": spec.get("preset", "scalerl"), "overrides": overrides},
-               **{k: train[k] for k in ("engine", "device", "generators", "train_micro_batch",
-                                        "temperature")}}
+               **copy.deepcopy(run_fields)}
         runs.append(_deep_merge(run, copy.deepcopy(train["run_overrides"])))
     models = {name: dict(spec.get("config", {}).get("model", {}))
               for name, spec in cfg["models"].items()}
