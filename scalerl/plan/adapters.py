@@ -1,11 +1,11 @@
 """From run configs to `PlanInputs`, and the trainer's preflight check.
 
 - `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
-  Fields the trainer and engine do not have yet (`param_dtype`, `compute_dtype`,
-  `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`, `vllm_*`) are read
-  with `.get(name, default)`; the defaults are today's behaviour (the model dtype everywhere,
-  whole micro-batch log-probs, `train_micro_batch` groups, no checkpointing, the EngineConfig
-  defaults, vLLM in eager mode).
+  The trainer numerics are RunConfig fields (`param_dtype`, `compute_dtype`,
+  `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`; `compute_dtype:
+  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); fields the engine
+  does not have yet (`vllm_*`) are read with `.get(name, default)`: the EngineConfig
+  defaults, vLLM in eager mode.
 - `plan_inputs_from_sweep(runs, models, ...)`: the same for a list of run mappings whose
   `model` labels `models` maps to (architecture, dtype).
 - `expand_sweep_locally(cfg)`: MINIMAL LOCAL STAND-IN for the sweep expansion of
@@ -37,10 +37,9 @@ __all__ = ["DEFAULT_PROMPT_TOKENS", "PLANNED_RUN_KEYS", "PlanError", "SweepRuns"
            "plan_inputs_from_run", "plan_inputs_from_sweep", "preflight"]
 
 DEFAULT_PROMPT_TOKENS = 1024
-# Run keys the planner reads before RunConfig has them (the trainer/engine work in progress).
-PLANNED_RUN_KEYS = ("param_dtype", "compute_dtype", "logprob_chunk_tokens", "micro_batch_tokens",
-                    "gradient_checkpointing", "vllm_gpu_memory_utilization", "vllm_kv_cache_mb",
-                    "vllm_max_model_len", "vllm_enforce_eager")
+# Run keys the planner reads before RunConfig has them (the engine work in progress).
+PLANNED_RUN_KEYS = ("vllm_gpu_memory_utilization", "vllm_kv_cache_mb", "vllm_max_model_len",
+                    "vllm_enforce_eager")
 
 
 class PlanError(ConfigError):
@@ -71,13 +70,16 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
                                        run_cfg.max_new_tokens).max_new_tokens
     samples = recipe.samples_per_step
     param_dtype = run.get("param_dtype", model_dtype)
+    compute_dtype = run.get("compute_dtype", param_dtype)
+    if compute_dtype == "auto":  # StepNumerics: bfloat16 on CUDA (planned here), else params
+        compute_dtype = param_dtype if run.get("device") == "cpu" else "bfloat16"
     kv_mb = run.get("vllm_kv_cache_mb", engine["vllm_kv_cache_mb"])
     return PlanInputs(
         arch=model_arch,
         prompts_per_step=recipe.prompts_per_step,
         generations_per_prompt=recipe.generations_per_prompt,
         prompt_tokens=prompt_tokens, generation_tokens=cap,
-        param_dtype=param_dtype, compute_dtype=run.get("compute_dtype", param_dtype),
+        param_dtype=param_dtype, compute_dtype=compute_dtype,
         fp32_lm_head=recipe.fp32_lm_head,
         gradient_checkpointing=bool(run.get("gradient_checkpointing", False)),
         logprob_chunk_tokens=int(run.get("logprob_chunk_tokens", 0)),
@@ -129,6 +131,9 @@ class SweepRuns:
     train_devices: int  # GPUs of the train job (resources.train.gpu)
 
 
+_TRAIN_SWEEP_KEYS = ("chunks", "steps_per_chunk", "recipe_overrides", "run_overrides")
+
+
 def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
     """MINIMAL LOCAL EXPANSION, to be replaced by `scalerl.sweep`: the memory-relevant part of
     common.smk's `expand_sweep` and `run_config` (same run ids, recipe overrides merged in the
@@ -158,10 +163,11 @@ def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
             length_penalty={"max_len": gen_len, "cache_len": max(
                 1, round(length["penalty_cache_fraction"] * gen_len))},
             prompts_per_step=prompts, generations_per_prompt=generations)
+        # every other `train:` key is a RunConfig field (scalerl.sweep.config: run_fields)
+        run_fields = {k: v for k, v in train.items() if k not in _TRAIN_SWEEP_KEYS}
         run = {"run": run_id, "seed": seed, "model": model,
                "recipe": {"preset": spec.get("preset", "scalerl"), "overrides": overrides},
-               **{k: train[k] for k in ("engine", "device", "generators", "train_micro_batch",
-                                        "temperature")}}
+               **copy.deepcopy(run_fields)}
         runs.append(_deep_merge(run, copy.deepcopy(train["run_overrides"])))
     models = {name: dict(spec.get("config", {}).get("model", {}))
               for name, spec in cfg["models"].items()}

@@ -9,11 +9,19 @@ receives the checkpoint (HF model + tokenizer + trainer_state.pt/json) and steps
 Intra-chunk saves go to OUT.partial; rerunning a killed chunk resumes from there.
 
 With `trainer_ranks: N > 1` in the run config the command re-executes itself under
-`torchrun --standalone --nproc-per-node N` (FSDP2 trainer ranks, `scalerl.dist`), unless it
-already is a rank of an outside torchrun/srun (RANK and WORLD_SIZE set), whose world size then
-wins. Under the relaunch a failing rank makes torchrun exit with 1 (its own code is logged).
+`torchrun --standalone --nproc-per-node N` (FSDP2 trainer ranks, `scalerl.dist`; across the
+nodes of a multi-node SLURM job: srun + torchrun with a c10d rendezvous), unless it already is a
+rank of an outside torchrun/srun (RANK and WORLD_SIZE set), whose world size then wins. Under
+the relaunch a failing rank makes torchrun exit with 1 (its own code is logged).
 
-Exit codes: 0 done, 2 bad input (config, paths), 3 training cannot go on: it diverged
+Before any work the memory plan is checked (`scalerl.plan.preflight`, as `scalerl plan`) with
+the longest train prompt of --prompts in tokens (the 32 longest by characters, formatted as
+the trainer does) against the visible CUDA device; a run that cannot fit fails with the
+planner's problems, each naming its knob. Without CUDA (or with `device: cpu`) the check is
+skipped unless --gpu-mem gives a device size to plan for.
+
+Exit codes: 0 done, 2 bad input (config, paths, a plan that does not fit), 3 training cannot
+go on: it diverged
 (non-finite loss or gradient; the message names the step) or No-Positive-Resampling retired
 every training prompt.
 """
@@ -42,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-config", default=None,
                         help="the model's MODEL.yaml of `scalerl base` (dtype, prompt format); "
                              "default: the base directory's base_info.json, else defaults")
+    parser.add_argument("--gpu-mem", default=None,
+                        help="plan for a device of this size (e.g. 80GB) even without CUDA; "
+                             "default: the visible CUDA device's memory, no check on CPU")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a RunConfig field, dotted for nested ones, value parsed "
                              "as YAML (e.g. --set steps_per_chunk=5 --set "
@@ -94,12 +105,14 @@ def run(args: argparse.Namespace) -> int:
     prompts = args.prompts or cfg.prompts
     if prompts is None:
         raise ValueError("--prompts is required (the config has no `prompts`)")
+    model_cfg = load_model_config(args.model_config, init) if args.model_config else None
+    if not launched_rank():  # checked once, before any rank starts
+        check_plan(cfg, init, prompts, model_cfg, args.gpu_mem)
     if cfg.trainer_ranks > 1 and not launched_rank():
         import subprocess
 
         return subprocess.call(launch_command(cfg.trainer_ranks, _argv(args)))
     try:
-        model_cfg = load_model_config(args.model_config, init) if args.model_config else None
         train_chunk(cfg, chunk=args.chunk, init=init, prompts=prompts, out=args.out,
                     model_cfg=model_cfg)
     except NonFiniteError as err:
@@ -109,3 +122,48 @@ def run(args: argparse.Namespace) -> int:
         print(f"scalerl train: no training prompts left: {err}", file=sys.stderr)
         return 3
     return 0
+
+
+LONGEST_BY_CHARS = 32  # train prompts formatted to find the longest in tokens
+
+
+def longest_prompt_tokens(prompts: str, model_dir: str, model_cfg: Any = None) -> int | None:
+    """Tokens of the longest train prompt as the trainer formats it (the `LONGEST_BY_CHARS`
+    longest by characters are tokenized); None when the file or tokenizer is not there."""
+    from pathlib import Path
+
+    from scalerl.models.loading import format_prompt, load_model_config, load_tokenizer
+    from scalerl.rl.prompts import load_prompt_table
+
+    if not Path(prompts).is_file() or not (Path(model_dir) / "config.json").is_file():
+        return None
+    texts = sorted((str(r["prompt"]) for r in load_prompt_table(prompts, "train")),
+                   key=len, reverse=True)[:LONGEST_BY_CHARS]
+    if not texts:
+        return None
+    tokenizer = load_tokenizer(model_dir)
+    model_cfg = model_cfg or load_model_config(None, model_dir)
+    return max(len(format_prompt(tokenizer, text, model_cfg)) for text in texts)
+
+
+def check_plan(cfg: Any, init: str, prompts: str, model_cfg: Any, gpu_mem: str | None) -> Any:
+    """`scalerl.plan.preflight` of the run (module docstring): PlanError when it does not fit,
+    None when skipped (CPU without --gpu-mem), else the PlanReport."""
+    import torch
+
+    from scalerl.plan.adapters import DEFAULT_PROMPT_TOKENS, preflight
+    from scalerl.plan.cli import parse_size
+
+    if gpu_mem is None and (cfg.device == "cpu" or not torch.cuda.is_available()):
+        return None
+    from scalerl.utils.log import progress
+
+    longest = longest_prompt_tokens(prompts, init, model_cfg)
+    report = preflight(cfg, init, parse_size(gpu_mem) if gpu_mem else None,
+                       devices=1 if gpu_mem else None,
+                       model_dtype=model_cfg.dtype if model_cfg is not None else None,
+                       prompt_tokens=longest or DEFAULT_PROMPT_TOKENS)
+    if report is not None:
+        progress(f"train {cfg.run}: memory plan fits ({'measured' if longest else 'assumed'} "
+                 f"longest prompt {longest or DEFAULT_PROMPT_TOKENS} tokens)")
+    return report

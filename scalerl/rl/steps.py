@@ -23,6 +23,8 @@ Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
     gen_tokens_per_s            generator throughput while decoding, since the last step
     train_tokens_per_s          trained tokens / time of forward + backward + optimizer
     lr                          learning rate used by this step
+    padding_fraction            padding share of the trainer's micro-batch tokens (rows ×
+                                longest row per micro-batch; 0 when nothing was trained)
 
 The file's schema metadata carries the config hash and the scalerl version.
 
@@ -49,6 +51,7 @@ STEP_COLUMNS = (
     "pass_rate", "truncation_rate", "interruption_rate", "zero_variance_fraction",
     "npr_retired", "loss", "grad_norm", "entropy", "is_ratio_mean", "clip_fraction",
     "staleness_mean", "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr",
+    "padding_fraction",
 )
 STEPS_SCHEMA = pa.schema([
     pa.field(name, pa.string() if name == "run" else _INT.get(name, pa.float64()),

@@ -11,8 +11,10 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
    No-Positive-Resampling history (`scalerl.rl.prompts`);
 3. rewards, zero-variance filter, advantages, tensors (`scalerl.rl.batch`);
 4. one optimizer step (`scalerl.rl.update`): trainer log-probabilities with the FP32 LM-head
-   switch, the recipe's loss, backward by micro-batches of whole prompts, grad-norm clipping,
-   AdamW with linear warmup then a constant LR;
+   switch, the recipe's loss, backward by micro-batches (whole prompts, or a token budget),
+   grad-norm clipping, AdamW with linear warmup then a constant LR, with the run's numerics
+   (`RunConfig.numerics()`: the trainer loads the model in `param_dtype`, fp32 master weights
+   by default, and computes the body in `compute_dtype`, bf16 on CUDA by default);
 5. new weights to the generators; a steps row (`scalerl.rl.steps`) with compute
    (`scalerl.rl.compute`), rates, loss statistics, staleness and throughput; progress on
    stderr.
@@ -238,7 +240,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     model_cfg = (model_cfg or load_model_config(None, load_from)).replace(
         name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
     tokenizer = load_tokenizer(load_from)
-    model = load_model(load_from, model_cfg, device)
+    # the trainer's copy in param_dtype (fp32 master weights); generators keep model_cfg.dtype
+    model = load_model(load_from, model_cfg.replace(dtype=cfg.param_dtype), device)
     cap = generation_budget(cfg, len(encode_text(tokenizer, recipe.interruption_text)))
     cap = cap.max_new_tokens
     optimizer, scheduler = make_optimizer(model, recipe)
@@ -321,6 +324,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     cfg, source = run.cfg, run.source
     started_at = last_end = time.perf_counter()
     first_step = run.step
+    numerics = cfg.numerics()
     gen_prev = run.rollouts.gen_stats()
     while run.step < chunk_end:
         completions = run.rollouts.next_batch(run.step)
@@ -332,7 +336,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         t_train = time.perf_counter()
         metrics = optimizer_step(run.model, run.optimizer, run.scheduler, batch, recipe,
                                  temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,
-                                 step=run.step + 1)
+                                 step=run.step + 1, numerics=numerics)
         train_s = time.perf_counter() - t_train
         run.step += 1
         run.rollouts.after_step(lambda: run.model.state_dict(), run.step)
@@ -351,7 +355,8 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         progress(f"step {run.step}/{chunk_end} reward {stats.reward_mean:+.3f} pass "
                  f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
                  f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
-                 f"{row['train_tokens_per_s']:.0f} tok/s staleness "
+                 f"{row['train_tokens_per_s']:.0f} tok/s pad {metrics['padding_fraction']:.2f} "
+                 f"staleness "
                  f"{stats.staleness_mean:.1f}/{stats.staleness_max} eta {format_seconds(eta)}")
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
@@ -377,4 +382,5 @@ def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: floa
         "is_ratio_mean": metrics["is_ratio_mean"], "clip_fraction": metrics["clip_fraction"],
         "staleness_mean": stats.staleness_mean, "staleness_max": stats.staleness_max,
         "gen_tokens_per_s": gen_tps, "train_tokens_per_s": train_tps, "lr": metrics["lr"],
+        "padding_fraction": metrics["padding_fraction"],
     }

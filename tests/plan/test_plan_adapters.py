@@ -27,8 +27,12 @@ def test_run_yaml_fields():
     assert inp.generation_tokens == 40 + 8 + len("</think>")  # think hi + answer + inserted text
     assert (inp.engine, inp.pipeline, inp.gen_batch, inp.micro_batch_groups) == \
         ("hf", True, 16, 0)
+    # RunConfig defaults: fp32 master weights, compute_dtype auto = bfloat16 on a CUDA device
     assert (inp.param_dtype, inp.compute_dtype, inp.gradient_checkpointing) == \
-        ("float32", "float32", False)
+        ("float32", "bfloat16", False)
+    on_cpu = plan_inputs_from_run({**run, "device": "cpu"}, tiny_arch("tiny-m"),
+                                  device_memory_bytes=80 * GiB, prompt_tokens=64)
+    assert on_cpu.compute_dtype == "float32"
     assert inp.vllm_kv_cache_bytes == 256 * MiB  # EngineConfig's default today
 
 
@@ -70,7 +74,9 @@ def test_local_sweep_expansion_matches_the_workflow_naming():
         sweep.runs, {"qwen3-0.6b": (PUBLIC_ARCHS["Qwen/Qwen3-0.6B"], "bfloat16")},
         device_memory_bytes=80 * GiB, devices=sweep.train_devices)
     assert [inp.generation_tokens for _, inp in planned] == [2048 + 81, 4096 + 81]
-    assert all(inp.param_dtype == "bfloat16" and inp.devices == 2 for _, inp in planned)
+    # the trainer loads RunConfig.param_dtype (float32 master weights), generators the model's
+    assert all((inp.param_dtype, inp.generator_dtype, inp.devices) == ("float32", "bfloat16", 2)
+               for _, inp in planned)
 
 
 def test_preflight_raises_with_the_knob_and_passes_a_fitting_run():

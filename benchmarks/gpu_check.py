@@ -1,0 +1,308 @@
+"""The one-device check of the GPU study (run by benchmarks/gpu_check.sh): prints figures and
+writes OUT/gpu_check.json.
+
+    python benchmarks/gpu_check.py --out results/gpu_check [--hidden 1024 --layers 12 ...]
+
+1. model: a Qwen3-architecture model built locally (`scalerl.models.local_qwen3`, own BPE
+   tokenizer with the chat/thinking tokens, warm-started on 1-digit additions), no download;
+   prompts.parquet of synthetic math beside it.
+2. mismatch: the generator's log-probabilities of its own samples (generator weights in
+   bfloat16, as vLLM serves them) against the trainer's (float32 master weights, body under
+   bfloat16 autocast, `scalerl.rl.update.step_precision`), with the FP32 LM head on and off
+   on both sides: mean and max |log π_train − log π_gen| over sampled tokens and the mean and
+   std of ρ = π_train/π_gen. The HF engine always; vLLM only on CUDA with vllm installed.
+3. throughput: timed `optimizer_step`s on a fixed batch of `--batch` sequences of `--seq`
+   tokens with the GPU numerics (fp32 params, bf16 compute on CUDA, `--chunk` head chunk,
+   gradient checkpointing): trained tokens/s and the trainer's MFU = 6·N·tokens/s / peak,
+   N = `scalerl.rl.compute.count_flop_params` (attention FLOPs left out, so MFU is a lower
+   bound); CUDA only (CPU: tokens/s printed, MFU skipped with a message).
+4. chunk: `scalerl train` (the CLI, preflight included) for `--train-steps` steps of the
+   ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
+   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s
+   and MFU.
+
+On CPU every part runs at the small default shape except what needs CUDA, which prints
+"skipped: ..." instead. Deliberately left out: a pass/fail verdict (these are measurements)
+and any model download.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from scalerl.utils.io import write_json_atomic
+
+REPO = Path(__file__).resolve().parents[1]
+# Dense bf16 peak FLOP/s by device-name substring (vendor datasheets, SXM parts).
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0,
+                    "A10": 125.0, "V100": 125.0}
+
+
+def peak_flops(override_tflops: float | None) -> float | None:
+    """The device's dense bf16 peak FLOP/s (None on CPU or for an unknown device)."""
+    if override_tflops:
+        return override_tflops * 1e12
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(0)
+    for key, tflops in PEAK_BF16_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    return None
+
+
+def build(out: Path, args) -> tuple[Path, Path]:
+    import pandas as pd
+
+    from scalerl.models.local_qwen3 import LocalQwen3, build_local_qwen3
+    from scalerl.tasks.synthetic import generate_math
+
+    model_dir, prompts = out / "model", out / "prompts.parquet"
+    drawn = generate_math(100, 3, difficulties=(1,), families=("add",))
+    examples = list({ex.prompt_id: ex for ex in drawn}.values())
+    if not (model_dir / "config.json").is_file():
+        shape = LocalQwen3(hidden=args.hidden, layers=args.layers, heads=args.heads,
+                           kv_heads=args.kv_heads, head_dim=args.head_dim,
+                           intermediate=args.intermediate, max_positions=8192)
+        build_local_qwen3(model_dir, [], shape, sft_examples=examples[:-10], sft_steps=120,
+                          sft_lr=args.sft_lr, sft_device=args.device)
+    rows = [{**ex.to_row(), "split": "train" if i < len(examples) - 10 else "val"}
+            for i, ex in enumerate(examples)]
+    pd.DataFrame(rows)[["prompt_id", "task", "source", "split", "prompt", "answer", "tests",
+                        "difficulty"]].to_parquet(prompts)
+    return model_dir, prompts
+
+
+def _requests(model_dir: Path, n_prompts: int, samples: int):
+    import pandas as pd
+
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import format_prompt, load_tokenizer
+    from scalerl.rollout.base import Request
+
+    tok = load_tokenizer(model_dir)
+    cfg = ModelConfig(name=str(model_dir), prompt_format="chat")
+    frame = pd.read_parquet(model_dir.parent / "prompts.parquet").head(n_prompts)
+    return tok, [Request(str(pid), tuple(format_prompt(tok, text, cfg)), sample_idx=s,
+                         max_new_tokens=48)
+                 for pid, text in zip(frame["prompt_id"], frame["prompt"]) for s in range(samples)]
+
+
+def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str) -> dict:
+    """|log π_train − log π_gen| of the generator's own samples (module docstring, part 2)."""
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+    from scalerl.models.logprobs import sequence_logprobs
+    from scalerl.rl.update import StepNumerics, step_precision
+    from scalerl.rollout.config import EngineConfig, make_engine
+
+    tok, requests = _requests(model_dir, 8, 4)
+    gen_cfg = ModelConfig(name=str(model_dir), dtype="bfloat16", fp32_lm_head=fp32_head,
+                          prompt_format="chat")
+    gen = make_engine(model_dir, gen_cfg, EngineConfig(backend=engine, max_batch=32, seed=0,
+                                                       device=device))
+    try:
+        done = gen.generate(requests)
+    finally:
+        gen.close()
+    del gen
+    trainer = load_model(model_dir, gen_cfg.replace(dtype="float32"), device)
+    numerics = StepNumerics(compute_dtype="bfloat16")
+    deltas = []
+    for c in done:
+        ids = torch.tensor([list(c.request.prompt_ids) + c.token_ids], device=device)  # [1, T]
+        with torch.no_grad(), step_precision(trainer, numerics):
+            logp = sequence_logprobs(trainer, ids, fp32_lm_head=fp32_head)[0]  # [T]
+        start = len(c.request.prompt_ids)
+        train_lp = logp[start:].float().cpu()  # [n]
+        keep = torch.tensor(c.loss_mask)  # [n] inserted tokens carry no generator log-prob
+        deltas.append((train_lp - torch.tensor(c.logprobs))[keep])
+    delta = torch.cat(deltas).double()  # [tokens]
+    ratio = delta.exp()
+    return {"engine": engine, "fp32_lm_head": fp32_head, "tokens": int(delta.numel()),
+            "mean_abs_delta": float(delta.abs().mean()), "max_abs_delta": float(delta.abs().max()),
+            "ratio_mean": float(ratio.mean()), "ratio_std": float(ratio.std())}
+
+
+def throughput(model_dir: Path, args, peak: float | None) -> dict:
+    """Trained tokens/s (and MFU on CUDA) of `optimizer_step` on a fixed batch (part 3)."""
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+    from scalerl.rl.batch import TrainBatch
+    from scalerl.rl.compute import count_flop_params
+    from scalerl.rl.recipe import recipe_from_preset
+    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+
+    device = args.device
+    model = load_model(model_dir, ModelConfig(name=str(model_dir)), device)
+    recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
+    optimizer, scheduler = make_optimizer(model, recipe)
+    numerics = StepNumerics(param_dtype="float32", compute_dtype="auto",
+                            logprob_chunk_tokens=args.chunk, micro_batch_tokens=args.budget,
+                            gradient_checkpointing=True)
+    gen = torch.Generator().manual_seed(0)
+    b, t = args.batch, args.seq
+    ids = torch.randint(10, model.config.vocab_size, (b, t), generator=gen)  # [B, T]
+    loss_mask = torch.zeros(b, t, dtype=torch.bool)  # [B, T]
+    loss_mask[:, 16:] = True
+    gen_lp = torch.where(loss_mask, torch.full((b, t), -6.0), 0.0)  # [B, T]
+    adv = torch.linspace(-1, 1, b)  # [B]
+    batch = TrainBatch(ids, torch.ones_like(ids), loss_mask, gen_lp, adv, torch.arange(b) // 4)
+
+    def one(step: int) -> None:
+        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
+                       micro_groups=0, step=step, numerics=numerics)
+
+    one(0)  # warm-up: allocator, kernels, AdamW state
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for s in range(args.timed_steps):
+        one(s + 1)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - start) / args.timed_steps
+    n_flop = count_flop_params(model)
+    tps = b * t / seconds
+    out = {"batch": b, "seq": t, "flop_params": n_flop, "seconds_per_step": seconds,
+           "tokens_per_s": tps, "compute_dtype": str(numerics.torch_compute_dtype(
+               next(model.parameters()).device))}
+    if device.startswith("cuda"):
+        out["peak_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    out["mfu"] = 6 * n_flop * tps / peak if peak else None
+    return out
+
+
+def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -> dict:
+    """`scalerl train` for a few steps (part 4); figures from steps.parquet."""
+    import yaml
+
+    from scalerl.rl.compute import count_flop_params
+    from scalerl.rl.steps import read_steps
+
+    run_yaml = out / "run.yaml"
+    run_yaml.write_text(yaml.safe_dump({
+        "run": f"gpu-check_{args.engine}", "seed": 0, "model": "qwen3-local",
+        "recipe": {"preset": "scalerl", "overrides": {
+            "prompts_per_step": 8, "generations_per_prompt": 8, "think_budget": [24, 32],
+            "answer_budget": 16, "interruption_text": "</think>", "max_lag": 2,
+            "optimizer": {"lr": 1e-5, "warmup_steps": 1}}},
+        "steps_per_chunk": args.train_steps, "save_every": 0, "engine": args.engine,
+        "device": "auto", "task_weights": {"math": 1.0, "code": 0.0},
+        "param_dtype": "float32", "compute_dtype": "auto",
+        "logprob_chunk_tokens": args.chunk, "micro_batch_tokens": args.budget,
+        "gradient_checkpointing": True}))
+    model_yaml = out / "model.yaml"  # generators in bf16 (as vLLM serves Qwen3), trainer fp32
+    model_yaml.write_text(yaml.safe_dump({"model": {"name": str(model_dir), "dtype": "bfloat16",
+                                                    "prompt_format": "chat"}}))
+    ckpt = out / "chunk0"
+    if ckpt.exists():
+        import shutil
+
+        shutil.rmtree(ckpt)
+    cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "0",
+           "--init", str(model_dir), "--prompts", str(prompts), "--out", str(ckpt),
+           "--model-config", str(model_yaml)]
+    if not torch.cuda.is_available():
+        cmd += ["--gpu-mem", "80GB"]  # plan check for an 80 GB device even here
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        return {"returncode": proc.returncode}
+    steps = read_steps(ckpt / "steps.parquet")
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+
+    n_flop = count_flop_params(load_model(model_dir, ModelConfig(name=str(model_dir))))
+    train_tps = float(steps["train_tokens_per_s"].iloc[-1])
+    return {"returncode": 0, "steps": len(steps),
+            "pass_rate": [float(x) for x in steps["pass_rate"]],
+            "train_tokens_per_s": train_tps,
+            "gen_tokens_per_s": float(steps["gen_tokens_per_s"].iloc[-1]),
+            "padding_fraction": float(steps["padding_fraction"].iloc[-1]),
+            "mfu": 6 * n_flop * train_tps / peak if peak and math.isfinite(train_tps) else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="working directory (model, figures)")
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--kv-heads", type=int, default=1)
+    p.add_argument("--head-dim", type=int, default=32)
+    p.add_argument("--intermediate", type=int, default=128)
+    p.add_argument("--sft-lr", type=float, default=3e-3)
+    p.add_argument("--batch", type=int, default=4, help="throughput: sequences per step")
+    p.add_argument("--seq", type=int, default=256, help="throughput: tokens per sequence")
+    p.add_argument("--chunk", type=int, default=2048, help="logprob_chunk_tokens")
+    p.add_argument("--budget", type=int, default=32768, help="micro_batch_tokens")
+    p.add_argument("--timed-steps", type=int, default=3)
+    p.add_argument("--train-steps", type=int, default=2)
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="chunk's engine")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="device's dense bf16 peak (default: from the device name)")
+    p.add_argument("--parts", default="mismatch,throughput,chunk")
+    args = p.parse_args(argv)
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = set(args.parts.split(","))
+    peak = peak_flops(args.peak_tflops)
+    name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
+    print(f"gpu_check: device {name}, peak bf16 "
+          f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown'}", flush=True)
+    model_dir, prompts = build(out, args)
+    result: dict = {"device": name, "peak_flops": peak}
+    if "mismatch" in parts:
+        engines = ["hf"]
+        try:
+            import vllm  # noqa: F401
+
+            has_vllm = True
+        except ImportError:
+            has_vllm = False
+        if args.device == "cuda" and has_vllm:
+            engines.append("vllm")
+        else:
+            print("gpu_check: mismatch with vLLM skipped: needs CUDA and the vllm module",
+                  flush=True)
+        result["mismatch"] = [mismatch(model_dir, e, head, args.device)
+                              for e in engines for head in (True, False)]
+        for m in result["mismatch"]:
+            print(f"mismatch {m['engine']:<4} fp32 head {str(m['fp32_lm_head']):<5} "
+                  f"tokens {m['tokens']:>5} mean|d| {m['mean_abs_delta']:.2e} max|d| "
+                  f"{m['max_abs_delta']:.2e} rho {m['ratio_mean']:.4f} +- {m['ratio_std']:.4f}",
+                  flush=True)
+    if "throughput" in parts:
+        t = result["throughput"] = throughput(model_dir, args, peak)
+        mfu = f"{100 * t['mfu']:.1f} %" if t["mfu"] is not None else \
+            "skipped: needs a CUDA device with a known peak (--peak-tflops)"
+        print(f"throughput: {t['batch']}x{t['seq']} tokens, {t['compute_dtype']} compute, "
+              f"{t['tokens_per_s']:.0f} tok/s, N {t['flop_params'] / 1e6:.1f}M, MFU {mfu}",
+              flush=True)
+    if "chunk" in parts:
+        c = result["chunk"] = chunk(model_dir, prompts, out, args, peak)
+        if c["returncode"]:
+            print(f"chunk: scalerl train failed (exit {c['returncode']})", flush=True)
+        else:
+            mfu = f"{100 * c['mfu']:.2f} %" if c["mfu"] is not None else "skipped (no CUDA)"
+            print(f"chunk: {c['steps']} steps, train {c['train_tokens_per_s']:.0f} tok/s, "
+                  f"gen {c['gen_tokens_per_s']:.0f} tok/s, padding {c['padding_fraction']:.2f}, "
+                  f"MFU {mfu}", flush=True)
+    write_json_atomic(out / "gpu_check.json", result)
+    return 1 if result.get("chunk", {}).get("returncode") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

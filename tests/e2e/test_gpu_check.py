@@ -1,0 +1,39 @@
+"""benchmarks/gpu_check.sh runs on a machine without CUDA: the small shape on CPU, every
+CUDA-only part skipped with a message, the figures it can take written to gpu_check.json."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU path of the script")
+def test_gpu_check_runs_on_cpu_with_cuda_parts_skipped(tmp_path):
+    out = tmp_path / "gpu_check"
+    proc = subprocess.run([str(REPO / "benchmarks" / "gpu_check.sh"), str(out)],
+                          capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "mismatch with vLLM skipped: needs CUDA" in proc.stdout
+    assert "MFU skipped" in proc.stdout
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["device"] == "cpu" and result["peak_flops"] is None
+    heads = {(m["engine"], m["fp32_lm_head"]) for m in result["mismatch"]}
+    assert heads == {("hf", True), ("hf", False)}
+    for m in result["mismatch"]:
+        # bf16 generator vs fp32-master/bf16-autocast trainer: same samples, small gaps
+        assert m["tokens"] > 0 and 0 < m["mean_abs_delta"] < 0.1
+        assert abs(m["ratio_mean"] - 1) < 0.05
+    assert result["throughput"]["tokens_per_s"] > 0 and result["throughput"]["mfu"] is None
+    chunk = result["chunk"]
+    assert chunk["returncode"] == 0 and chunk["steps"] == 2 and chunk["mfu"] is None
+    assert math.isfinite(chunk["train_tokens_per_s"]) and 0 <= chunk["padding_fraction"] < 1
+    assert "memory plan fits" in proc.stderr  # the chunk's preflight ran (--gpu-mem 80GB)
