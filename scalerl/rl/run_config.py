@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
+from scalerl.rollout.vllm_settings import VllmSettings
 
 __all__ = ["EvalConfig", "RecipeSpec", "RunConfig", "TaskWeights", "load_run_config"]
 
@@ -127,6 +128,9 @@ class RunConfig(Config):
         0, "prompts (groups) per trainer forward/backward; 0 = the whole batch at once", ge=0
     )
     eval: EvalConfig = field_(default_factory=EvalConfig, doc="evaluation settings")
+    vllm: VllmSettings = field_(default_factory=VllmSettings,
+                                doc="vLLM engine settings (engine: vllm; scalerl.rollout."
+                                "vllm_settings)")
 
     def generation_cap(self, recipe: Any) -> int:
         """Tokens a completion may have: `max_new_tokens`, or the recipe's cap when null."""

@@ -86,10 +86,10 @@ def has_async_pause() -> bool:
 
 
 def _reseed_worker(worker, seed: int) -> None:
-    """collective_rpc target: re-seed a vLLM worker's torch/numpy/random generators."""
-    from vllm.utils.torch_utils import set_random_seed
-
-    set_random_seed(seed)
+    """collective_rpc target: re-seed the torch generators (CPU and every CUDA device) that
+    vLLM's batched sampler draws from; Python's and NumPy's are left alone (with the engine
+    core in the trainer's process they are the trainer's)."""
+    torch.manual_seed(seed)
 
 
 @dataclasses.dataclass
