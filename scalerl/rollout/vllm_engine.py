@@ -33,11 +33,12 @@ reuses KV computed with older weights.
   reproduces its samples and different batches get different random numbers. With
   `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
   (phase 2: + 1), so a sample does not depend on batching.
-- pause/resume: vLLM's `AsyncLLM` has `pause_generation(mode="keep", clear_cache=False)` /
-  `resume_generation()` for updating weights under a running server; this engine steps the
-  synchronous core itself, so between two `step()` calls it is paused by construction and the
-  same reload runs without the asynchronous round trip (`has_async_pause()` says whether the
-  installed vLLM has the API).
+- pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
+  clear_cache=False)` / `resume_generation()` (`has_async_pause()`), `from_pretrained` builds
+  `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
+  (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
+  other path: it steps the core itself, so between two `step()` calls it is paused by
+  construction and the same reload runs without the asynchronous round trip.
 
 Deliberately left out: NCCL weight broadcast to other processes (weights are passed as tensors
 within the process; with tensor_parallel_size > 1 vLLM ships them to its workers).
@@ -73,7 +74,7 @@ def settings_of(cfg: EngineConfig) -> VllmSettings:
         return cfg.vllm
     return VllmSettings(max_model_len=cfg.vllm_max_model_len, kv_cache_mb=cfg.vllm_kv_cache_mb,
                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                        enforce_eager=True, seed_per_request=True)
+                        enforce_eager=True, seed_per_request=True, inflight_updates="step")
 
 
 def has_async_pause() -> bool:
@@ -145,7 +146,14 @@ class VLLMEngine(Engine):
         self._finished: list[Completion] = []
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> VLLMEngine:
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
+        """The vLLM engine the settings ask for: this one (`inflight_updates: step`, or
+        `auto` without AsyncLLM pause/resume), else `AsyncVLLMEngine`."""
+        mode = settings_of(engine_cfg).inflight_updates
+        if mode == "pause" or (mode == "auto" and has_async_pause()):
+            from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
+
+            return AsyncVLLMEngine.from_pretrained(path, model_cfg, engine_cfg)
         return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
                    trust_remote_code=model_cfg.trust_remote_code)
 

@@ -57,6 +57,13 @@ class VllmSettings(Config):
         "cache is reset after each weight update, but blocks still held by in-flight requests "
         "survive it, so a later request may reuse KV computed with older weights",
     )
+    inflight_updates: str = field_(
+        "auto", "how weights change under running requests: pause = vLLM's AsyncLLM "
+        "pause_generation(keep) / reload / resume_generation (engine core in its own process, "
+        "scalerl.rollout.vllm_async_engine); step = the synchronous in-process core reloaded "
+        "between two steps (scalerl.rollout.vllm_engine); auto = pause where the installed "
+        "vLLM has that API", choices=("auto", "pause", "step"),
+    )
     seed: int | None = field_(
         None, "the engine's sampling seed; null: the run seed + the generator's index", ge=0,
     )
