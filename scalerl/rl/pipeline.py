@@ -118,6 +118,10 @@ def _generator_main(
 ) -> None:
     """Generator process: admit work within the lag bound, decode, stream completions."""
     torch.set_num_threads(max(1, spec.threads))
+    # The trainer starts generators as daemons (they die with it); an engine may need its own
+    # child process (vLLM's AsyncLLM engine core), which a daemon may not start: lift the flag
+    # in this process only (the trainer still terminates it; vLLM's core exits with it).
+    mp.current_process().daemon = False
     try:
         engine = spec.factory(**spec.kwargs)
         from scalerl.rl.grading import GradedStream
