@@ -167,9 +167,14 @@ class AsyncVLLMEngine(Engine):
         for task in self._tasks:
             task.cancel()
         self.llm.shutdown()
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        self.llm = None
+        try:
+            self._call(_cancel_pending(), timeout=10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                self._loop.close()
+            self.llm = None
 
     # -- internals ---------------------------------------------------------------------------
     async def _run(self, sample: _Sample) -> None:
@@ -235,6 +240,14 @@ class AsyncVLLMEngine(Engine):
         sample.logprobs.extend(logprobs)
         sample.loss_mask.extend([True] * len(tokens))
         sample.versions.extend(versions)
+
+
+async def _cancel_pending() -> None:
+    """Cancel the loop's other tasks (vLLM's output handlers) and let them finish."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _expand_spans(spans, n_tokens: int, fallback: int) -> list[int]:

@@ -51,6 +51,8 @@ def test_run_config_and_engine_config_take_the_settings():
     assert RunConfig().vllm == VllmSettings()
     with pytest.raises(ConfigError, match="unknown key.*vllm.max_len"):
         RunConfig.from_dict({"vllm": {"max_len": 1}})
+    with pytest.raises(ConfigError, match="inflight_updates: 'later' is not one of"):
+        RunConfig.from_dict({"vllm": {"inflight_updates": "later"}})
     with pytest.raises(ConfigError, match="gpu_memory_utilization = 1.5 must be <= 1"):
         RunConfig.from_dict({"vllm": {"gpu_memory_utilization": 1.5}})
     eng = EngineConfig(backend="vllm").replace(vllm=run.vllm.to_dict())
