@@ -311,7 +311,8 @@ def run_eval(
         from scalerl.rollout.vllm_settings import resolve_max_model_len
 
         vllm = resolve_max_model_len(run_cfg.vllm, max(r.max_new_tokens for r in requests),
-                                     max(len(r.prompt_ids) for r in requests))
+                                     max(len(r.prompt_ids) for r in requests)
+                                     ).for_blocking_use()  # reproducible: the sync engine
     engine_cfg = EngineConfig(
         backend=run_cfg.engine, temperature=settings.temperature, seed=settings.seed,
         interruption_text=settings.interruption_text, device=run_cfg.device,

@@ -305,7 +305,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
                               max_batch=gen_batch, seed=cfg.seed,
                               interruption_text=recipe.interruption_text,
                               device="cuda" if device.startswith("cuda") else "cpu",
-                              vllm=_vllm_settings(cfg, run, model_cfg))
+                              vllm=_vllm_settings(cfg, run, model_cfg,
+                                                  recipe.off_policy == "pipeline"))
 
     def weights() -> Mapping[str, torch.Tensor]:
         return run.model.state_dict()
@@ -374,9 +375,9 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
             run.save(partial, partial=True)
 
 
-def _vllm_settings(cfg: RunConfig, run: Any, model_cfg: Any) -> Any:
-    """The run's VllmSettings with max_model_len resolved (longest train prompt + the cap);
-    None for the HF engine."""
+def _vllm_settings(cfg: RunConfig, run: Any, model_cfg: Any, pipeline: bool) -> Any:
+    """The run's VllmSettings with max_model_len resolved (longest train prompt + the cap)
+    and, in-process, the synchronous engine for `inflight_updates: auto`; None for HF."""
     if cfg.engine != "vllm":
         return None
     from scalerl.models.loading import format_prompt
@@ -385,7 +386,8 @@ def _vllm_settings(cfg: RunConfig, run: Any, model_cfg: Any) -> Any:
     # tokenized once, not kept (53k prompts); a given max_model_len is checked against it
     longest = longest_prompt_tokens((row["prompt"] for row in run.source.rows.values()),
                                     lambda text: format_prompt(run.tokenizer, text, model_cfg))
-    return resolve_max_model_len(cfg.vllm, run.factory.max_new_tokens, longest)
+    settings = resolve_max_model_len(cfg.vllm, run.factory.max_new_tokens, longest)
+    return settings if pipeline else settings.for_blocking_use()
 
 
 def _nth_engine(engine_cfg: Any, cfg: RunConfig, index: int) -> Any:

@@ -17,10 +17,14 @@ by the asynchrony. The tensors travel to the engine-core process by vLLM's seria
 for one node; NCCL/IPC weight transfer, `init_weight_transfer_engine`, is left out).
 
 Everything else is `scalerl.rollout.vllm_engine.VLLMEngine`'s: processed logprobs, the FP32
-head switch, the two-phase forced interruption, `VllmSettings`, seeds (per engine by default,
-re-seeded per blocking `generate` through the worker extension
-`scalerl.rollout.vllm_worker.ScalerlWorker.reseed`). An asyncio loop runs in a daemon thread;
-`submit` schedules one task per sample, `step()` waits (at most `poll_s`) for finished ones.
+head switch, the two-phase forced interruption, `VllmSettings`. Seeds: with one seed per
+engine the samples depend on when each request reached the scheduler (requests arrive from
+concurrent tasks, steps overlap this process), so a rerun draws other samples from the same
+distribution; `seed_per_request: true` makes every sample reproducible. That is why
+`inflight_updates: auto` picks this engine only for PipelineRL generators (whose samples
+depend on the timing of weight pushes anyway) and the synchronous one for evaluation and the
+in-process modes. An asyncio loop runs in a daemon thread; `submit` schedules one task per
+sample, `step()` waits (at most `poll_s`) for finished ones.
 
 Deliberately left out: streaming partial completions, and the `wait`/`abort` pause modes
 (PipelineRL keeps its in-flight samples).
@@ -117,13 +121,6 @@ class AsyncVLLMEngine(Engine):
             self._n_in_flight += 1
             self._tasks.add(asyncio.run_coroutine_threadsafe(self._run(_Sample(req)),
                                                              self._loop))
-
-    def generate(self, requests: Sequence[Request]) -> list[Completion]:
-        if requests and not self.settings.seed_per_request and not self.num_in_flight():
-            first = requests[0]  # as VLLMEngine: same batch -> same random numbers
-            self._call(self.llm.collective_rpc(
-                "reseed", args=(sample_seed(self.seed, first.prompt_id, first.sample_idx),)))
-        return super().generate(requests)
 
     def num_in_flight(self) -> int:
         return self._n_in_flight

@@ -10,10 +10,11 @@ are on.
 
 Seeds: vLLM's sampler has a fast batched path (one generator per engine) and a slow one that
 draws every request from its own seeded generator. `seed_per_request: false` (the default)
-takes the fast path: the engine is seeded once (`seed`, or the run seed + generator index) and
-re-seeded at the start of every blocking `generate`, so a run repeated with the same
-requests in the same order reproduces its samples, but a sample depends on what else is in
-the batch. `seed_per_request: true` gives every request the seed of (seed, prompt_id,
+takes the fast path: the engine is seeded once (`seed`, or the run seed + generator index);
+the synchronous engine re-seeds at the start of every blocking `generate`, so a run repeated
+with the same requests in the same order reproduces its samples, but a sample depends on
+what else is in the batch (the asynchronous engine of PipelineRL generators does not
+reproduce them: scheduling timing enters). `seed_per_request: true` gives every request the seed of (seed, prompt_id,
 sample_idx) (batch-independent samples, as the HF engine does), at the slow path's cost.
 
 Deliberately left out: vLLM options the trainer's numerics depend on (dtype, FP32 LM head,
@@ -61,8 +62,10 @@ class VllmSettings(Config):
         "auto", "how weights change under running requests: pause = vLLM's AsyncLLM "
         "pause_generation(keep) / reload / resume_generation (engine core in its own process, "
         "scalerl.rollout.vllm_async_engine); step = the synchronous in-process core reloaded "
-        "between two steps (scalerl.rollout.vllm_engine); auto = pause where the installed "
-        "vLLM has that API", choices=("auto", "pause", "step"),
+        "between two steps (scalerl.rollout.vllm_engine); auto = pause in PipelineRL "
+        "generators where the installed vLLM has that API, step for evaluation and the "
+        "in-process modes (no update under running requests there, and the synchronous core "
+        "reproduces a batch from the engine seed)", choices=("auto", "pause", "step"),
     )
     seed: int | None = field_(
         None, "the engine's sampling seed; null: the run seed + the generator's index", ge=0,
@@ -71,6 +74,13 @@ class VllmSettings(Config):
         False, "seed every request from (seed, prompt_id, sample_idx): samples independent of "
         "batching, but vLLM's slower per-request sampler",
     )
+
+    def for_blocking_use(self) -> VllmSettings:
+        """These settings for an engine that only runs blocking `generate` calls (evaluation,
+        on-policy, PPO): `inflight_updates: auto` becomes `step` (see the field)."""
+        if self.inflight_updates != "auto":
+            return self
+        return dataclasses.replace(self, inflight_updates="step")
 
     def engine_seed(self, run_seed: int, engine_index: int = 0) -> int:
         """The seed engine `engine_index` (a generator's rank, 0 in-process) samples with."""

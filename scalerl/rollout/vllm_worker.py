@@ -40,10 +40,6 @@ def unpack_tensors(packed) -> list[tuple[str, torch.Tensor]]:
 class ScalerlWorker:
     """Worker mixin (see the module docstring)."""
 
-    def reseed(self, seed: int) -> None:
-        """Re-seed the torch generators (CPU and CUDA) that vLLM's batched sampler draws from."""
-        torch.manual_seed(seed)
-
     def load_packed_weights(self, packed) -> None:
         """vLLM's in-place reload of checkpoint-format weights sent by `pack_tensors`."""
         self.reload_weights(weights_iterator=unpack_tensors(packed), is_checkpoint_format=True)

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # ~70 s: engine-core process 
 TOK = new_tiny_tokenizer()
 CFG = EngineConfig(backend="vllm", max_batch=32, interruption_text="</think>",
                    vllm=VllmSettings(kv_cache_mb=64, enforce_eager=True, max_model_len=256,
-                                     inflight_updates="pause"))
+                                     inflight_updates="pause", seed_per_request=True))
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_logprobs_match_and_batches_reproduce(engine, model):
         torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c),
                                    atol=1e-4, rtol=0)
         assert c.truncated == (c.token_ids[-1] != EOS)
-    again = engine.generate(reqs)  # re-seeded from (seed, first request)
+    again = engine.generate(reqs)  # per-request seeds: the same samples whatever the timing
     assert [c.token_ids for c in again] == [c.token_ids for c in out]
 
 

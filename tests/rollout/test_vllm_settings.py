@@ -38,6 +38,11 @@ def test_one_seed_per_engine():
     assert VllmSettings(seed=9).engine_seed(5, 2) == 9
 
 
+def test_blocking_engines_take_the_synchronous_path():
+    assert VllmSettings().for_blocking_use().inflight_updates == "step"
+    assert VllmSettings(inflight_updates="pause").for_blocking_use().inflight_updates == "pause"
+
+
 def test_longest_prompt_tokens():
     assert longest_prompt_tokens(["ab", "abcd", "a"], list) == 4
     assert longest_prompt_tokens([], list) == 0
