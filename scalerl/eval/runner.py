@@ -10,7 +10,8 @@
    the tasks the run trains on, the first `max_prompts` of each task in file order
    (`select_prompts`);
 3. generate `samples_per_prompt` completions per prompt with the run's engine
-   (`scalerl.rollout.config.make_engine`); every sample has its own seed derived from
+   (`scalerl.rollout.config.make_engine`; the whole set submitted at once, graded on worker
+   threads as samples finish: `evaluate_rows`); every sample has its own seed derived from
    (run seed, prompt_id, sample_idx), so all checkpoints of a run see the same random numbers
    (common random numbers make the chunk-to-chunk differences less noisy);
 4. score each completion with `scalerl.rewards` and write one row per completion
@@ -30,6 +31,7 @@ import json
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -143,46 +145,75 @@ def evaluate_rows(
     score_batch: Callable[[list[Mapping[str, Any]], list[str]], list[Any]],
     *,
     rewards: tuple[float, float] = (1.0, -1.0),
-    prompts_per_batch: int = 32,
+    prompts_per_batch: int = 0,
+    grade_workers: int = 4,
 ) -> list[dict[str, Any]]:
-    """Generate and score; one dict per completion with the per-sample eval columns.
+    """Generate and score; one dict per completion (in `requests` order) with the per-sample
+    eval columns.
 
-    Requests go to the engine `prompts_per_batch` prompts at a time (progress on stderr);
-    `score_batch(rows, texts)` returns one object with `correct` per text
-    (`scalerl.rewards.score_many`). `reward` is the run's training reward of the outcome,
-    `rewards = (reward_correct, reward_incorrect)` (paper: +1 / -1).
+    The requests go to the engine all at once (`prompts_per_batch` 0; else that many prompts
+    at a time), so the engine's own batching keeps the device busy; each completion is graded
+    on `grade_workers` threads as soon as the engine returns it (`score_batch([row], [text])`,
+    e.g. `scalerl.rewards.score_many`: a sample's verdict does not depend on its batch, so the
+    rows equal serial grading's), identical (prompt, text) pairs once. `reward` is the run's
+    training reward of the outcome, `rewards = (reward_correct, reward_incorrect)` (paper:
+    +1 / -1). Progress on stderr about every 5% of the samples.
     """
     by_id = {str(r["prompt_id"]): r for r in rows}
     k = max(1, len(requests) // max(1, len(rows)))
-    step = max(1, prompts_per_batch) * k
-    out: list[dict[str, Any]] = []
-    n_correct = 0
-    start = time.monotonic()
-    for lo in range(0, len(requests), step):
-        batch = list(requests[lo:lo + step])
-        completions: list[Completion] = engine.generate(batch)
-        batch_rows = [by_id[c.request.prompt_id] for c in completions]
-        grades = score_batch(batch_rows, [c.text for c in completions])
-        for comp, row, grade in zip(completions, batch_rows, grades):
-            correct = bool(grade.correct)
-            n_correct += correct
-            out.append({
-                "task": row["task"],
-                "prompt_id": comp.request.prompt_id,
-                "sample_idx": comp.request.sample_idx,
-                "reward": float(rewards[0] if correct else rewards[1]),
-                "correct": correct,
-                "n_tokens": comp.n_tokens,
-                "truncated": bool(comp.truncated),
-                "interrupted": bool(comp.interrupted),
-                "response": comp.text,
-            })
-        done = lo + len(batch)
-        elapsed = time.monotonic() - start
-        progress(f"eval: {done}/{len(requests)} samples, pass rate so far "
-                 f"{n_correct / len(out):.3f}, eta "
-                 f"{format_seconds(eta_seconds(done, len(requests), elapsed))}")
+    step = len(requests) if prompts_per_batch <= 0 else prompts_per_batch * k
+    index = {id(r): i for i, r in enumerate(requests)}
+    finished: list[tuple[Completion, Future] | None] = [None] * len(requests)
+    verdicts: dict[tuple[str, str], Future] = {}
+    report_every = max(1, len(requests) // 20)
+    n_done, start = 0, time.monotonic()
+
+    def grade_one(prompt_id: str, text: str) -> Any:
+        return score_batch([by_id[prompt_id]], [text])[0]
+
+    with ThreadPoolExecutor(max(1, grade_workers), thread_name_prefix="scalerl-eval") as pool:
+        for lo in range(0, len(requests), max(1, step)):
+            batch = list(requests[lo:lo + step])
+            engine.submit(batch)
+            left = len(batch)
+            while left:
+                for comp in engine.step():
+                    left -= 1
+                    key = (comp.request.prompt_id, comp.text)
+                    if key not in verdicts:
+                        verdicts[key] = pool.submit(grade_one, *key)
+                    finished[index[id(comp.request)]] = (comp, verdicts[key])
+                    n_done += 1
+                    if n_done % report_every == 0 or n_done == len(requests):
+                        _report(finished, n_done, len(requests), start)
+        out = [_sample_row(comp, by_id[comp.request.prompt_id], fut.result(), rewards)
+               for comp, fut in finished]  # type: ignore[misc]
     return out
+
+
+def _sample_row(comp: Completion, row: Mapping[str, Any], grade: Any,
+                rewards: tuple[float, float]) -> dict[str, Any]:
+    correct = bool(grade.correct)
+    return {
+        "task": row["task"],
+        "prompt_id": comp.request.prompt_id,
+        "sample_idx": comp.request.sample_idx,
+        "reward": float(rewards[0] if correct else rewards[1]),
+        "correct": correct,
+        "n_tokens": comp.n_tokens,
+        "truncated": bool(comp.truncated),
+        "interrupted": bool(comp.interrupted),
+        "response": comp.text,
+    }
+
+
+def _report(finished: Sequence[tuple[Completion, Future] | None], done: int, total: int,
+            start: float) -> None:
+    graded = [item[1].result() for item in finished if item is not None and item[1].done()]
+    rate = sum(bool(g.correct) for g in graded) / len(graded) if graded else float("nan")
+    elapsed = time.monotonic() - start
+    progress(f"eval: {done}/{total} samples generated, {len(graded)} graded, pass rate so far "
+             f"{rate:.3f}, eta {format_seconds(eta_seconds(done, total, elapsed))}")
 
 
 def _labels(run_cfg: Any, settings: EvalSettings, overrides: Mapping[str, str]) -> dict[str, Any]:
@@ -262,15 +293,23 @@ def run_eval(
     # As in training: the checkpoint directory itself, the recipe's FP32-head switch.
     model_cfg = model_cfg.replace(name=str(checkpoint.resolve()),
                                   fp32_lm_head=recipe.fp32_lm_head)
-    engine_cfg = EngineConfig(
-        backend=run_cfg.engine, temperature=settings.temperature, seed=settings.seed,
-        interruption_text=settings.interruption_text, device=run_cfg.device,
-        threads=run_cfg.threads, max_batch=run_cfg.gen_batch or recipe.samples_per_step,
-    )
     progress(f"eval {meta_labels['run']} chunk {chunk}: {len(rows)} prompts x "
              f"{settings.samples_per_prompt} samples, engine {run_cfg.engine}, {checkpoint}")
     requests = build_requests(rows, lambda text: format_prompt(tokenizer, text, model_cfg),
                               settings)
+    vllm = None
+    if run_cfg.engine == "vllm":  # context: the longest eval prompt + the cap
+        from scalerl.rollout.vllm_settings import resolve_max_model_len
+
+        vllm = resolve_max_model_len(run_cfg.vllm, max(r.max_new_tokens for r in requests),
+                                     max(len(r.prompt_ids) for r in requests)
+                                     ).for_blocking_use()  # reproducible: the sync engine
+    engine_cfg = EngineConfig(
+        backend=run_cfg.engine, temperature=settings.temperature, seed=settings.seed,
+        interruption_text=settings.interruption_text, device=run_cfg.device,
+        threads=run_cfg.threads, max_batch=run_cfg.gen_batch or recipe.samples_per_step,
+        vllm=vllm,
+    )
     engine = make_engine(checkpoint, model_cfg, engine_cfg)
     try:
         samples_out = evaluate_rows(engine, rows, requests, score_many,

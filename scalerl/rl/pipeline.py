@@ -38,7 +38,9 @@ merge and a small prefill per decode step and widens the left-padded cache
 here vary little, so there is little tail to fill.
 
 Grading: a generator given a grader (`EngineSpec.grader`) attaches each finished sample's
-verdict before streaming it, so verification overlaps the trainer's optimizer step.
+verdict before streaming it, so verification overlaps the trainer's optimizer step; the
+verdicts are computed on the grader's threads (`scalerl.rl.grading.GradedStream`) while the
+engine keeps decoding, and a sample is streamed once its verdict is in.
 
 Deliberately left out: NCCL/IPC weight broadcast for multi-GPU clusters (weights travel
 through host shared memory), generator-side prompt sampling (the trainer owns the data order
@@ -116,9 +118,16 @@ def _generator_main(
 ) -> None:
     """Generator process: admit work within the lag bound, decode, stream completions."""
     torch.set_num_threads(max(1, spec.threads))
+    # The trainer starts generators as daemons (they die with it); an engine may need its own
+    # child process (vLLM's AsyncLLM engine core), which a daemon may not start: lift the flag
+    # in this process only (the trainer still terminates it; vLLM's core exits with it).
+    mp.current_process().daemon = False
     try:
         engine = spec.factory(**spec.kwargs)
-        grade = spec.grader(**spec.grader_kwargs) if spec.grader is not None else None
+        from scalerl.rl.grading import GradedStream
+
+        graded = (GradedStream(spec.grader(**spec.grader_kwargs)) if spec.grader is not None
+                  else None)
         with lock:
             engine.update_weights(shared, int(shared_version.value))
         results.put(("ready", rank, None, 0, 0.0))
@@ -152,20 +161,22 @@ def _generator_main(
                 room -= 1
             if admit:
                 engine.submit(admit)
-            if engine.num_in_flight() == 0:
-                continue
-            t0 = time.perf_counter()
-            done = engine.step()
-            busy_s += time.perf_counter() - t0
-            if done:
+            done: list[Completion] = []
+            if engine.num_in_flight():
+                t0 = time.perf_counter()
+                done = engine.step()
+                busy_s += time.perf_counter() - t0
                 generated_tokens += sum(c.n_tokens for c in done)
-                if grade is not None:  # off the trainer's critical path (scalerl.rl.grading)
-                    for c, verdict in zip(done, grade(done)):
-                        c.score = verdict
+            if graded is not None:  # verdicts on worker threads, off the decode loop
+                graded.put(done)
+                done = graded.ready()
+            if done:
                 results.put(("done", rank, done, generated_tokens, busy_s))
     except BaseException:  # report, then exit: the trainer raises GeneratorError
         results.put(("error", rank, traceback.format_exc(), 0, 0.0))
     finally:
+        if "graded" in locals() and graded is not None:
+            graded.close()
         if "engine" in locals():
             engine.close()
 

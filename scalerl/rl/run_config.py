@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
+from scalerl.rollout.vllm_settings import VllmSettings
 
 __all__ = ["EvalConfig", "LengthConfig", "RecipeSpec", "RunConfig", "TaskWeights",
            "load_run_config", "LENGTH_RECIPE_FIELDS"]
@@ -211,6 +212,9 @@ class RunConfig(Config):
         False, "recompute decoder-layer activations in the trainer's backward (on for the "
         "optimizer step only)",
     )
+    vllm: VllmSettings = field_(default_factory=VllmSettings,
+                                doc="vLLM engine settings (engine: vllm; scalerl.rollout."
+                                "vllm_settings)")
 
     def numerics(self) -> Any:
         """The optimizer step's `scalerl.rl.update.StepNumerics` of these fields."""

@@ -21,9 +21,9 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
 
 Threads and devices: on CPU the cores are split evenly between the trainer and the generator
 processes (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes take them
-all; on CUDA the trainer takes cuda:0 and each generator its own device when there are enough
-(`CUDA_VISIBLE_DEVICES` per generator), else they share cuda:0. Device-hours count the
-distinct devices held.
+all; on CUDA the trainer takes cuda:0 and each generator its own device(s) when there are
+enough (`CUDA_VISIBLE_DEVICES` per generator, naming the trainer's own i-th visible device:
+`child_visible_devices`), else they share cuda:0. Device-hours count the distinct devices held.
 
 Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
 naming the step (and the parameters with non-finite gradients) before any weight changes; staleness above max_lag is impossible by construction and
@@ -49,7 +49,7 @@ import os
 import random
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +86,33 @@ def resolve_devices(cfg: RunConfig, pipeline: bool) -> tuple[str, list[dict[str,
     if not use_cuda:
         return "cpu", [{} for _ in range(n_gen)], 1
     n_gpu = torch.cuda.device_count()
-    if n_gen and n_gpu >= 1 + n_gen:  # generators on their own devices
-        return "cuda:0", [{"CUDA_VISIBLE_DEVICES": str(1 + i)} for i in range(n_gen)], 1 + n_gen
+    per_gen = cfg.vllm.tensor_parallel_size if cfg.engine == "vllm" else 1
+    if n_gen and n_gpu >= 1 + n_gen * per_gen:  # generators on their own devices
+        parent = os.environ.get("CUDA_VISIBLE_DEVICES")
+        envs = [{"CUDA_VISIBLE_DEVICES": child_visible_devices(
+            parent, range(1 + i * per_gen, 1 + (i + 1) * per_gen))} for i in range(n_gen)]
+        return "cuda:0", envs, 1 + n_gen * per_gen
     return "cuda:0", [{} for _ in range(n_gen)], 1
+
+
+def child_visible_devices(parent_visible: str | None, indices: Sequence[int]) -> str:
+    """CUDA_VISIBLE_DEVICES of a child process that should see the parent's devices `indices`.
+
+    `indices` count the devices the parent sees (torch's cuda:i), so the child gets the
+    parent's i-th visible entry (an index or a GPU UUID, as SLURM or the user set it), not
+    the absolute device i; with no CUDA_VISIBLE_DEVICES the parent sees every device and the
+    indices are absolute."""
+    indices = list(indices)
+    if parent_visible is None:
+        return ",".join(str(i) for i in indices)
+    visible = [d.strip() for d in parent_visible.split(",") if d.strip()]
+    outside = [i for i in indices if not 0 <= i < len(visible)]
+    if outside:
+        raise ConfigError(
+            f"device index {outside[0]} is outside the {len(visible)} device(s) this process "
+            f"sees (CUDA_VISIBLE_DEVICES={parent_visible!r}); request more devices for the job "
+            "or fewer generators")
+    return ",".join(visible[i] for i in indices)
 
 
 def plan_threads(cfg: RunConfig, n_processes: int) -> int:
@@ -292,7 +316,9 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     engine_cfg = EngineConfig(backend=cfg.engine, temperature=cfg.temperature,
                               max_batch=gen_batch, seed=cfg.seed,
                               interruption_text=recipe.interruption_text,
-                              device="cuda" if device.startswith("cuda") else "cpu")
+                              device="cuda" if device.startswith("cuda") else "cpu",
+                              vllm=_vllm_settings(cfg, run, model_cfg,
+                                                  recipe.off_policy == "pipeline"))
 
     def weights() -> Mapping[str, torch.Tensor]:
         return run.model.state_dict()
@@ -300,9 +326,9 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
-                            "model_cfg": model_cfg, "engine_cfg": engine_cfg, "env": env},
-                            threads=threads, grader=make_generator_grader,
-                            grader_kwargs=grader_kwargs) for env in gen_envs]
+                            "model_cfg": model_cfg, "engine_cfg": _nth_engine(engine_cfg, cfg, i),
+                            "env": env}, threads=threads, grader=make_generator_grader,
+                            grader_kwargs=grader_kwargs) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights(), rollout_state.get("issued"))
     # in-process: the HF engine shares the trainer's model (no weight copies)
@@ -367,6 +393,28 @@ def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudg
     """The per-sample limits the trainer's requests get (the same as `scalerl eval`'s)."""
     return GenerationBudget.from_recipe(cfg.resolved_recipe(), n_interrupt_tokens,
                                         cfg.max_new_tokens)
+
+
+def _vllm_settings(cfg: RunConfig, run: Any, model_cfg: Any, pipeline: bool) -> Any:
+    """The run's VllmSettings with max_model_len resolved (longest train prompt + the cap)
+    and, in-process, the synchronous engine for `inflight_updates: auto`; None for HF."""
+    if cfg.engine != "vllm":
+        return None
+    from scalerl.models.loading import format_prompt
+    from scalerl.rollout.vllm_settings import longest_prompt_tokens, resolve_max_model_len
+
+    # tokenized once, not kept (53k prompts); a given max_model_len is checked against it
+    longest = longest_prompt_tokens((row["prompt"] for row in run.source.rows.values()),
+                                    lambda text: format_prompt(run.tokenizer, text, model_cfg))
+    settings = resolve_max_model_len(cfg.vllm, run.factory.max_new_tokens, longest)
+    return settings if pipeline else settings.for_blocking_use()
+
+
+def _nth_engine(engine_cfg: Any, cfg: RunConfig, index: int) -> Any:
+    """Generator `index`'s EngineConfig: vLLM engines each get their own seed."""
+    if engine_cfg.vllm is None:
+        return engine_cfg
+    return engine_cfg.replace(vllm={"seed": cfg.vllm.engine_seed(cfg.seed, index)})
 
 
 def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:

