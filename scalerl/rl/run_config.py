@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
+from scalerl.rl.rollout_log import RolloutLogConfig
+from scalerl.tracking.config import TrackingConfig
 
 __all__ = ["EvalConfig", "RecipeSpec", "RunConfig", "TaskWeights", "load_run_config"]
 
@@ -127,6 +129,10 @@ class RunConfig(Config):
         0, "prompts (groups) per trainer forward/backward; 0 = the whole batch at once", ge=0
     )
     eval: EvalConfig = field_(default_factory=EvalConfig, doc="evaluation settings")
+    rollouts: RolloutLogConfig = field_(
+        default_factory=RolloutLogConfig, doc="per-sample rollouts.parquet in every chunk")
+    tracking: TrackingConfig = field_(
+        default_factory=TrackingConfig, doc="experiment tracker: none, wandb, mlflow, tensorboard")
 
     def generation_cap(self, recipe: Any) -> int:
         """Tokens a completion may have: `max_new_tokens`, or the recipe's cap when null."""
