@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,slurm]'
+	$(BIN)/pip install -q -e '.[dev,slurm,tracking]'
 	touch $(STAMP)
 
 run: $(STAMP)  ## the embedded default sweep (CPU, tiny models, no download)

@@ -98,6 +98,8 @@ class BatchStats:
     staleness_max: int
     prompt_tokens: list[int]  # per sample: prompt length (generator prefill)
     completion_tokens: list[int]  # per sample: generated + inserted tokens
+    rewards: tuple[float, ...] = ()  # per sample: the recipe's reward (length penalty included)
+    kept: tuple[bool, ...] = ()  # per sample: entered the loss (not zero-variance filtered)
 
 
 def assemble_batch(
@@ -143,6 +145,8 @@ def assemble_batch(
         staleness_max=max(lags),
         prompt_tokens=[len(c.request.prompt_ids) for c in completions],
         completion_tokens=[c.n_tokens for c in completions],
+        rewards=tuple(rewards.tolist()),
+        kept=tuple(bool(k) for k in keep.tolist()),
     )
     kept = [i for i in range(len(completions)) if keep[i]]
     if not kept:

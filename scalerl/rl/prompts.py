@@ -110,16 +110,19 @@ class PromptSource:
         return self._tokens[prompt_id]
 
     # -- No-Positive-Resampling -----------------------------------------------------------
-    def update(self, prompt_ids: Iterable[str], correct: Iterable[bool]) -> None:
-        """Record graded completions in their task's pass-rate history."""
+    def update(self, prompt_ids: Iterable[str], correct: Iterable[bool]) -> list[str]:
+        """Record graded completions in their task's pass-rate history; returns the prompt ids
+        this update retired."""
         by_task: dict[str, tuple[list[str], list[bool]]] = {}
         for pid, ok in zip(prompt_ids, correct):
             task = self.rows[pid]["task"]
             ids, oks = by_task.setdefault(task, ([], []))
             ids.append(pid)
             oks.append(bool(ok))
+        retired: list[str] = []
         for task, (ids, oks) in by_task.items():
-            self.samplers[task].update(ids, oks)
+            retired.extend(str(p) for p in self.samplers[task].update(ids, oks))
+        return retired
 
     @property
     def n_retired(self) -> int:

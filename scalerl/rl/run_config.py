@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
+from scalerl.rl.rollout_log import RolloutLogConfig
 from scalerl.rollout.vllm_settings import VllmSettings
+from scalerl.tracking.config import TrackingConfig
 
 __all__ = ["EvalConfig", "LengthConfig", "RecipeSpec", "RunConfig", "TaskWeights",
            "load_run_config", "LENGTH_RECIPE_FIELDS"]
@@ -215,6 +217,10 @@ class RunConfig(Config):
     vllm: VllmSettings = field_(default_factory=VllmSettings,
                                 doc="vLLM engine settings (engine: vllm; scalerl.rollout."
                                 "vllm_settings)")
+    rollouts: RolloutLogConfig = field_(
+        default_factory=RolloutLogConfig, doc="per-sample rollouts.parquet in every chunk")
+    tracking: TrackingConfig = field_(
+        default_factory=TrackingConfig, doc="experiment tracker: none, wandb, mlflow, tensorboard")
 
     def numerics(self) -> Any:
         """The optimizer step's `scalerl.rl.update.StepNumerics` of these fields."""

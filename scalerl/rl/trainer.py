@@ -17,7 +17,8 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
    by default, and computes the body in `compute_dtype`, bf16 on CUDA by default);
 5. new weights to the generators; a steps row (`scalerl.rl.steps`) with compute
    (`scalerl.rl.compute`), rates, loss statistics, staleness and throughput; progress on
-   stderr.
+   stderr; the sample rows (`scalerl.rl.rollout_log`, `rollouts.parquet`) and, with a
+   `tracking` backend, the steps row to W&B/MLflow/TensorBoard (`scalerl.tracking`).
 
 Threads and devices: on CPU the cores are split evenly between the trainer and the generator
 processes (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes take them
@@ -60,10 +61,12 @@ from scalerl.config import ConfigError, config_hash
 from scalerl.rl import checkpoint as ckpt
 from scalerl.rl.batch import assemble_batch
 from scalerl.rl.compute import ComputeCounter, count_flop_params
+from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
+from scalerl.tracking import make_tracker
 from scalerl.utils.log import eta_seconds, format_seconds, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
@@ -191,6 +194,8 @@ class _Chunk:
     compute: ComputeCounter
     rows: list[dict[str, Any]]
     rollouts: Any = None
+    rollout_log: Any = None  # scalerl.rl.rollout_log.RolloutLog: rollouts.parquet rows
+    tracker: Any = None  # scalerl.tracking.Tracker: steps rows to W&B/MLflow/TensorBoard
 
     def load(self, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
         """Restore a trainer state; returns the rollout source's state."""
@@ -220,8 +225,12 @@ class _Chunk:
                    "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
                    "tokens": compute.tokens, "npr_retired": self.source.n_retired,
                    "config_hash": config_hash(cfg), "partial": partial}
-        rows = self.rows
-        extra = None if partial else (lambda tmp: write_steps(rows, tmp / "steps.parquet", cfg))
+        rows, rollout_log = self.rows, self.rollout_log
+
+        def extra(tmp: Path) -> None:  # rollouts in partial saves too: a resumed chunk keeps them
+            rollout_log.write(tmp)
+            if not partial:
+                write_steps(rows, tmp / "steps.parquet", cfg)
         ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
                               summary=summary, extra=extra)
 
@@ -277,11 +286,15 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     run = _Chunk(cfg, chunk, str(init.resolve()), 0, 0, model, tokenizer, optimizer, scheduler,
                  source, RequestFactory(source, recipe, cap, cfg.seed),
                  ComputeCounter(n_params=count_flop_params(model), n_devices=n_devices), [])
+    run.rollout_log = RolloutLog(cfg.rollouts, run=cfg.run, chunk=chunk,
+                                 config_hash=config_hash(cfg))
     if state is None:
         _seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
     else:
         rollout_state = run.load(state, resumed)
+        if resumed:
+            run.rollout_log.load(partial, up_to_step=run.step)
     run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, device,
                                   gen_envs, threads, rollout_state)
     chunk_end = run.chunk_start + steps
@@ -291,10 +304,12 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
              f"{recipe.prompts_per_step}x{recipe.generations_per_prompt} samples/step, "
              f"cap {cap} tokens, {threads} thread(s)/process, device {device}")
     first_step = run.step
+    run.tracker = make_tracker(cfg.tracking, run=cfg.run, config=cfg.to_dict())
     try:
         _loop(run, recipe, chunk_end, threads, partial)
     finally:
         run.rollouts.close()
+        run.tracker.close()
     run.save(out, partial=False)
     shutil.rmtree(partial, ignore_errors=True)
     progress(f"train {cfg.run} chunk {chunk}: wrote {out} (step {run.step}, "
@@ -356,9 +371,12 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         completions = run.rollouts.next_batch(run.step)
         scores = grade(completions, source, workers=threads)
         verdicts = [s.correct for s in scores]
-        source.update([c.request.prompt_id for c in completions], verdicts)
+        retired = source.update([c.request.prompt_id for c in completions], verdicts)
         batch, stats = assemble_batch(completions, verdicts, recipe, run.step,
                                       pad_id=run.tokenizer.pad_token_id or 0)
+        run.rollout_log.add(run.step, completions, rewards=stats.rewards, correct=verdicts,
+                            kept=stats.kept, npr_retired=retired,
+                            tasks=[source.row(c.request.prompt_id)["task"] for c in completions])
         t_train = time.perf_counter()
         metrics = optimizer_step(run.model, run.optimizer, run.scheduler, batch, recipe,
                                  temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,
@@ -377,6 +395,8 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         gen_prev = gen_now
         row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9))
         run.rows.append(row)
+        run.tracker.log_step(row, step=run.step, flops=row["compute_flops"],
+                             device_hours=row["compute_device_hours"])
         eta = eta_seconds(run.step - first_step, chunk_end - first_step, now - started_at)
         progress(f"step {run.step}/{chunk_end} reward {stats.reward_mean:+.3f} pass "
                  f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "

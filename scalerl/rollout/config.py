@@ -21,8 +21,8 @@ from pathlib import Path
 
 from scalerl.config import Config, field_
 from scalerl.rollout.base import DEFAULT_INTERRUPTION_TEXT, Engine, Request
-from scalerl.text import THINK_CLOSE
 from scalerl.rollout.vllm_settings import VllmSettings
+from scalerl.text import THINK_CLOSE
 
 THINK_END_TEXT = THINK_CLOSE  # what ends the thinking part (scalerl.text)
 

@@ -16,6 +16,7 @@ from scalerl.config import ConfigError
 from scalerl.rl import checkpoint as ckpt
 from scalerl.rl.batch import assemble_batch
 from scalerl.rl.recipe import list_presets, recipe_from_preset
+from scalerl.rl.rollout_log import read_rollouts
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, read_steps
 from scalerl.rl.trainer import NonFiniteError, optimizer_step, train_chunk
@@ -61,6 +62,9 @@ def test_every_preset_trains_two_steps(micro, tmp_path, preset):
         assert frame["staleness_max"].max() <= lag
     if recipe.length_control == "interruption":
         assert frame["truncation_rate"].max() < 1.0
+    samples = read_rollouts(tmp_path / "out").to_pandas()  # one row per trained sample
+    assert len(samples) == 2 * recipe.samples_per_step
+    assert samples.groupby("step")["staleness"].max().tolist() == frame["staleness_max"].tolist()
     summary = ckpt.read_trainer_summary(tmp_path / "out")
     assert summary["step"] == 2 and summary["compute_flops"] == frame["compute_flops"].iloc[-1]
     assert not (tmp_path / "out.partial").exists()
