@@ -14,15 +14,15 @@ the configs, so it runs anywhere in well under a second per run.
 
 from scalerl.plan.adapters import (
     PlanError,
-    expand_sweep_locally,
     plan_inputs_from_run,
     plan_inputs_from_sweep,
     preflight,
+    sweep_runs,
 )
 from scalerl.plan.arch import PUBLIC_ARCHS, ModelArch, resolve_arch
 from scalerl.plan.check import PlanReport, check_fits
 from scalerl.plan.memory import PlanInputs
 
 __all__ = ["ModelArch", "PUBLIC_ARCHS", "PlanError", "PlanInputs", "PlanReport", "check_fits",
-           "expand_sweep_locally", "plan_inputs_from_run", "plan_inputs_from_sweep",
+           "sweep_runs", "plan_inputs_from_run", "plan_inputs_from_sweep",
            "preflight", "resolve_arch"]

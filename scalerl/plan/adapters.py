@@ -3,44 +3,37 @@
 - `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
   The trainer numerics are RunConfig fields (`param_dtype`, `compute_dtype`,
   `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`; `compute_dtype:
-  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); fields the engine
-  does not have yet (`vllm_*`) are read with `.get(name, default)`: the EngineConfig
-  defaults, vLLM in eager mode.
+  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); vLLM's memory
+  from `RunConfig.vllm` (`scalerl.rollout.vllm_settings.VllmSettings`; `max_model_len: 0` =
+  the generation cap + the prompt, as the trainer resolves it).
 - `plan_inputs_from_sweep(runs, models, ...)`: the same for a list of run mappings whose
   `model` labels `models` maps to (architecture, dtype).
-- `expand_sweep_locally(cfg)`: MINIMAL LOCAL STAND-IN for the sweep expansion of
-  workflow/rules/common.smk (`expand_sweep` + `run_config`), to be replaced by `scalerl.sweep`
-  when that module lands. It reads only what memory depends on and fills the schema defaults.
+- `sweep_runs(cfg)`: a sweep config's runs, by `scalerl.sweep` (the workflow's own expansion,
+  validation and merge order).
 - `preflight(run_cfg, model, device_mem_bytes)`: what `scalerl train` calls before any work;
   raises `PlanError` (a ConfigError) naming every problem and knob, returns None on CPU.
 
-Deliberately left out: validation of the sweep config (the workflow's schema does that) and
-prompt lengths measured on the prompt set (`prompt_tokens` is a stated assumption).
+Deliberately left out: prompt lengths measured on the prompt set for sweeps (`prompt_tokens`
+is a stated assumption; `scalerl train`'s preflight measures the real longest prompt).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from scalerl.config import ConfigError, _deep_merge
+from scalerl.config import ConfigError
 from scalerl.plan.arch import ModelArch, resolve_arch, tiny_arch
 from scalerl.plan.check import PlanReport, check_fits
 from scalerl.plan.memory import MiB, PlanInputs
 
-__all__ = ["DEFAULT_PROMPT_TOKENS", "PLANNED_RUN_KEYS", "PlanError", "SweepRuns",
-           "arch_of_model_config", "expand_sweep_locally", "is_sweep_config", "model_dtype_of",
+__all__ = ["DEFAULT_PROMPT_TOKENS", "PlanError", "SweepRuns",
+           "arch_of_model_config", "is_sweep_config", "model_dtype_of", "sweep_runs",
            "plan_inputs_from_run", "plan_inputs_from_sweep", "preflight"]
 
 DEFAULT_PROMPT_TOKENS = 1024
-# Run keys the planner reads before RunConfig has them (the engine work in progress).
-PLANNED_RUN_KEYS = ("vllm_gpu_memory_utilization", "vllm_kv_cache_mb", "vllm_max_model_len",
-                    "vllm_enforce_eager")
-
 
 class PlanError(ConfigError):
     """The run does not fit its devices; the message names each problem and its knob."""
@@ -58,12 +51,10 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     """PlanInputs of a RunConfig-shaped mapping (missing keys: RunConfig defaults)."""
     from scalerl.rl.run_config import RunConfig
     from scalerl.rollout.budget import GenerationBudget
-    from scalerl.rollout.config import EngineConfig
 
-    known = {k: v for k, v in run.items() if k not in PLANNED_RUN_KEYS}
-    run_cfg = RunConfig.from_dict(known)  # typos and bad values fail here, naming the key
-    run = {**_defaults(RunConfig), **dict(run)}
-    engine = _defaults(EngineConfig)
+    run_cfg = RunConfig.from_dict(dict(run))  # typos and bad values fail here, naming the key
+    run = run_cfg.to_dict()
+    vllm = run_cfg.vllm
     recipe = run_cfg.resolved_recipe()
     # The trainer's budget; the interruption text has at most as many tokens as UTF-8 bytes.
     cap = GenerationBudget.from_recipe(recipe, len(recipe.interruption_text.encode()),
@@ -73,7 +64,6 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     compute_dtype = run.get("compute_dtype", param_dtype)
     if compute_dtype == "auto":  # StepNumerics: bfloat16 on CUDA (planned here), else params
         compute_dtype = param_dtype if run.get("device") == "cpu" else "bfloat16"
-    kv_mb = run.get("vllm_kv_cache_mb", engine["vllm_kv_cache_mb"])
     return PlanInputs(
         arch=model_arch,
         prompts_per_step=recipe.prompts_per_step,
@@ -88,11 +78,11 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
         engine=run["engine"], pipeline=recipe.off_policy == "pipeline",
         generators=int(run["generators"]), generator_dtype=model_dtype,
         gen_batch=int(run["gen_batch"]) or samples, eval_batch=int(run["gen_batch"]) or samples,
-        vllm_gpu_memory_utilization=float(run.get(
-            "vllm_gpu_memory_utilization", engine["vllm_gpu_memory_utilization"])),
-        vllm_kv_cache_bytes=int(kv_mb) * MiB,
-        vllm_max_model_len=int(run.get("vllm_max_model_len", engine["vllm_max_model_len"])),
-        vllm_enforce_eager=bool(run.get("vllm_enforce_eager", True)),
+        vllm_gpu_memory_utilization=float(vllm.gpu_memory_utilization),
+        vllm_kv_cache_bytes=int(vllm.kv_cache_mb) * MiB,
+        # 0 = what the trainer derives: the longest prompt + the generation cap
+        vllm_max_model_len=int(vllm.max_model_len or prompt_tokens + cap),
+        vllm_enforce_eager=bool(vllm.enforce_eager),
         device_memory_bytes=device_memory_bytes, devices=devices,
     )
 
@@ -131,48 +121,16 @@ class SweepRuns:
     train_devices: int  # GPUs of the train job (resources.train.gpu)
 
 
-_TRAIN_SWEEP_KEYS = ("chunks", "steps_per_chunk", "recipe_overrides", "run_overrides")
+def sweep_runs(cfg: Mapping[str, Any]) -> SweepRuns:
+    """The runs of a sweep config exactly as the workflow writes them (`scalerl.sweep`)."""
+    from scalerl.sweep import check_runs, expand, load_sweep, run_config
 
-
-def expand_sweep_locally(cfg: Mapping[str, Any]) -> SweepRuns:
-    """MINIMAL LOCAL EXPANSION, to be replaced by `scalerl.sweep`: the memory-relevant part of
-    common.smk's `expand_sweep` and `run_config` (same run ids, recipe overrides merged in the
-    same order, the same length fields), with the schema's defaults for missing keys."""
-    sweep, length = cfg["sweep"], {"answer_budget": 2048, "think_min_fraction": 0.8333,
-                                   "penalty_cache_fraction": 0.1429, **cfg.get("length", {})}
-    train = {"engine": "hf", "device": "auto", "generators": 1, "train_micro_batch": 0,
-             "temperature": 1.0, "recipe_overrides": {}, "run_overrides": {},
-             **cfg.get("train", {})}
-    recipes, mixes = cfg.get("recipes", {}), sweep.get("mixes", ["mc"])
-    runs = []
-    for model, gen_len, recipe, batch, seed, mix in itertools.product(
-            sweep["models"], sweep["gen_lens"], sweep.get("recipes", ["scalerl"]),
-            sweep.get("batches", ["48x16"]), sweep.get("seeds", [0]), mixes):
-        prompts, generations = (int(x) for x in batch.split("x"))
-        run_id = f"{model}_L{gen_len}_{recipe}_b{prompts}x{generations}_s{seed}"
-        run_id += f"_{mix}" if len(mixes) > 1 else ""
-        spec = recipes.get(recipe, {"preset": recipe, "overrides": {}})
-        overrides = copy.deepcopy(train["recipe_overrides"])
-        for extra in (cfg["models"][model].get("recipe_overrides", {}),
-                      spec.get("overrides", {})):
-            _deep_merge(overrides, copy.deepcopy(extra))
-        hi = gen_len - length["answer_budget"]
-        overrides.update(
-            think_budget=[max(1, round(length["think_min_fraction"] * hi)), hi],
-            answer_budget=length["answer_budget"],
-            length_penalty={"max_len": gen_len, "cache_len": max(
-                1, round(length["penalty_cache_fraction"] * gen_len))},
-            prompts_per_step=prompts, generations_per_prompt=generations)
-        # every other `train:` key is a RunConfig field (scalerl.sweep.config: run_fields)
-        run_fields = {k: v for k, v in train.items() if k not in _TRAIN_SWEEP_KEYS}
-        run = {"run": run_id, "seed": seed, "model": model,
-               "recipe": {"preset": spec.get("preset", "scalerl"), "overrides": overrides},
-               **copy.deepcopy(run_fields)}
-        runs.append(_deep_merge(run, copy.deepcopy(train["run_overrides"])))
-    models = {name: dict(spec.get("config", {}).get("model", {}))
-              for name, spec in cfg["models"].items()}
-    gpus = cfg.get("resources", {}).get("train", {}).get("gpu", 1)
-    return SweepRuns(runs, models, max(1, int(gpus)))
+    sweep = load_sweep(cfg)
+    runs = expand(sweep)
+    check_runs(sweep, runs)
+    mappings = [run_config(sweep, run, base="", prompts="").to_dict() for run in runs.values()]
+    models = {name: dict(entry.config.get("model", {})) for name, entry in sweep.models.items()}
+    return SweepRuns(mappings, models, max(1, sweep.resources["train"].gpu))
 
 
 def arch_of_model_config(model: Mapping[str, Any], label: str) -> ModelArch:

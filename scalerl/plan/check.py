@@ -197,7 +197,7 @@ def _generator_problems(inp: PlanInputs, max_seqs: int, where: str) -> tuple[lis
     if inp.engine != "vllm":
         return problems, notes
     if inp.vllm_max_model_len and inp.vllm_max_model_len < s:
-        problems.append(f"{where}: vllm_max_model_len = {inp.vllm_max_model_len:,} < prompt + "
+        problems.append(f"{where}: vllm.max_model_len = {inp.vllm_max_model_len:,} < prompt + "
                         f"generation = {s:,}: raise it to >= {s:,}")
     kv = vllm_kv_bytes(inp, max_seqs)
     tokens = kv_capacity_tokens(inp, max(0, kv))
@@ -205,7 +205,7 @@ def _generator_problems(inp: PlanInputs, max_seqs: int, where: str) -> tuple[lis
     if tokens < need_len:
         fixes = [_kv_fix(inp, max_seqs, need_len)]
         if need_len > s:
-            fixes.append(f"vllm_max_model_len: set to {s:,}"
+            fixes.append(f"vllm.max_model_len: set to {s:,}"
                          + ("" if tokens >= s else f" + {_kv_fix(inp, max_seqs, s)}"))
         what = "no KV cache at all" if kv <= 0 else f"a KV cache of {tokens:,} tokens"
         problems.append(f"{where}: vLLM gets {what} < max_model_len {need_len:,} (vLLM refuses "
@@ -224,10 +224,10 @@ def _kv_fix(inp: PlanInputs, max_seqs: int, length: int) -> str:
     a, g = inp.arch, DTYPE_BYTES[inp.generator_dtype]
     kv = (length + 2 * VLLM_BLOCK_TOKENS) * a.kv_bytes_per_token(g)  # + held-back block
     if inp.vllm_kv_cache_bytes:
-        return f"vllm_kv_cache_mb: raise to >= {-(-kv // MiB):,}"
+        return f"vllm.kv_cache_mb: raise to >= {-(-kv // MiB):,}"
     graphs = 0 if inp.vllm_enforce_eager else inp.vllm_cuda_graph_bytes
     rest = a.n_params() * g + vllm_activation_bytes(inp, max_seqs) + graphs + kv
-    return (f"vllm_gpu_memory_utilization: raise to >= "
+    return (f"vllm.gpu_memory_utilization: raise to >= "
             f"{-(-100 * rest // inp.device_memory_bytes) / 100:.2f}")
 
 

@@ -87,11 +87,11 @@ def _sweep_inputs(cfg: Mapping[str, Any], args, memory: int):
     from scalerl.plan.adapters import (
         DEFAULT_PROMPT_TOKENS,
         arch_of_model_config,
-        expand_sweep_locally,
         plan_inputs_from_sweep,
+        sweep_runs,
     )
 
-    sweep = expand_sweep_locally(cfg)
+    sweep = sweep_runs(cfg)
     runs = [r for r in sweep.runs if args.run is None or r["run"] == args.run]
     if not runs:
         raise ConfigError(f"--run {args.run!r} is not a run of this sweep; runs: "

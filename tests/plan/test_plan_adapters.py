@@ -7,11 +7,11 @@ import pytest
 from scalerl.config import ConfigError, load_mapping
 from scalerl.plan.adapters import (
     PlanError,
-    expand_sweep_locally,
     is_sweep_config,
     plan_inputs_from_run,
     plan_inputs_from_sweep,
     preflight,
+    sweep_runs,
 )
 from scalerl.plan.arch import PUBLIC_ARCHS, tiny_arch
 from scalerl.plan.memory import GiB, MiB
@@ -61,7 +61,7 @@ def test_length_penalty_cap_and_max_new_tokens():
 def test_local_sweep_expansion_matches_the_workflow_naming():
     cfg = load_mapping(FIXTURES / "sweep.yaml")
     assert is_sweep_config(cfg) and not is_sweep_config(load_mapping(FIXTURES / "run_tiny.yaml"))
-    sweep = expand_sweep_locally(cfg)
+    sweep = sweep_runs(cfg)
     assert [r["run"] for r in sweep.runs] == ["qwen3-0.6b_L2048_scalerl_b4x4_s0",
                                               "qwen3-0.6b_L4096_scalerl_b4x4_s0"]
     overrides = sweep.runs[0]["recipe"]["overrides"]
