@@ -28,14 +28,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from scalerl.eval.schema import build_eval_table, pass_rates, write_eval_table
 from scalerl.rollout.base import Completion, Request
-from scalerl.utils.log import eta_seconds, format_seconds, progress
+from scalerl.utils.log import ProgressLine, progress
 
 __all__ = [
     "EvalSettings",
@@ -168,7 +167,7 @@ def evaluate_rows(
     step = max(1, prompts_per_batch) * k
     out: list[dict[str, Any]] = []
     n_correct = 0
-    start = time.monotonic()
+    line = ProgressLine("eval:", len(requests), "sample")  # one updating line on a terminal
     for lo in range(0, len(requests), step):
         batch = list(requests[lo:lo + step])
         completions: list[Completion] = engine.generate(batch)
@@ -188,11 +187,8 @@ def evaluate_rows(
                 "interrupted": bool(comp.interrupted),
                 "response": comp.text,
             })
-        done = lo + len(batch)
-        elapsed = time.monotonic() - start
-        progress(f"eval: {done}/{len(requests)} samples, pass rate so far "
-                 f"{n_correct / len(out):.3f}, eta "
-                 f"{format_seconds(eta_seconds(done, len(requests), elapsed))}")
+        line.update(lo + len(batch), f"pass rate so far {n_correct / len(out):.3f}")
+    line.close()
     return out
 
 

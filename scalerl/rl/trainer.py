@@ -59,7 +59,7 @@ from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
-from scalerl.utils.log import eta_seconds, format_seconds, progress
+from scalerl.utils.log import ProgressLine, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
 
@@ -310,9 +310,11 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     from scalerl.rl.grading import grade
 
     cfg, source = run.cfg, run.source
-    started_at = last_end = time.perf_counter()
+    last_end = time.perf_counter()
     first_step = run.step
     gen_prev = run.rollouts.gen_stats()
+    line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
+                        chunk_end - first_step)  # one updating line on a terminal
     while run.step < chunk_end:
         completions = run.rollouts.next_batch(run.step)
         scores = grade(completions, source, workers=threads)
@@ -338,15 +340,16 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         gen_prev = gen_now
         row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9))
         run.rows.append(row)
-        eta = eta_seconds(run.step - first_step, chunk_end - first_step, now - started_at)
-        progress(f"step {run.step}/{chunk_end} reward {stats.reward_mean:+.3f} pass "
-                 f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
-                 f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
-                 f"{row['train_tokens_per_s']:.0f} tok/s staleness "
-                 f"{stats.staleness_mean:.1f}/{stats.staleness_max} eta {format_seconds(eta)}")
+        line.update(run.step - first_step,
+                    f"step {run.step} reward {stats.reward_mean:+.3f} pass "
+                    f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
+                    f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
+                    f"{row['train_tokens_per_s']:.0f} tok/s staleness "
+                    f"{stats.staleness_mean:.1f}/{stats.staleness_max}")
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)
+    line.close()
 
 
 def _generation_cap(cfg: RunConfig, recipe: Any, n_interrupt: int) -> int:
