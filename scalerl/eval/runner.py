@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 from scalerl.eval.schema import build_eval_table, pass_rates, write_eval_table
 from scalerl.rollout.base import Completion, Request
 from scalerl.rollout.budget import GenerationBudget
-from scalerl.utils.log import eta_seconds, format_seconds, progress
+from scalerl.utils.log import ProgressLine, progress
 
 __all__ = [
     "EvalSettings",
@@ -166,7 +165,8 @@ def evaluate_rows(
     finished: list[tuple[Completion, Future] | None] = [None] * len(requests)
     verdicts: dict[tuple[str, str], Future] = {}
     report_every = max(1, len(requests) // 20)
-    n_done, start = 0, time.monotonic()
+    n_done = 0
+    line = ProgressLine("eval:", len(requests), "sample")  # one updating line on a terminal
 
     def grade_one(prompt_id: str, text: str) -> Any:
         return score_batch([by_id[prompt_id]], [text])[0]
@@ -185,9 +185,10 @@ def evaluate_rows(
                     finished[index[id(comp.request)]] = (comp, verdicts[key])
                     n_done += 1
                     if n_done % report_every == 0 or n_done == len(requests):
-                        _report(finished, n_done, len(requests), start)
+                        _report(line, finished, n_done)
         out = [_sample_row(comp, by_id[comp.request.prompt_id], fut.result(), rewards)
                for comp, fut in finished]  # type: ignore[misc]
+    line.close()
     return out
 
 
@@ -207,13 +208,11 @@ def _sample_row(comp: Completion, row: Mapping[str, Any], grade: Any,
     }
 
 
-def _report(finished: Sequence[tuple[Completion, Future] | None], done: int, total: int,
-            start: float) -> None:
+def _report(line: ProgressLine, finished: Sequence[tuple[Completion, Future] | None],
+            done: int) -> None:
     graded = [item[1].result() for item in finished if item is not None and item[1].done()]
     rate = sum(bool(g.correct) for g in graded) / len(graded) if graded else float("nan")
-    elapsed = time.monotonic() - start
-    progress(f"eval: {done}/{total} samples generated, {len(graded)} graded, pass rate so far "
-             f"{rate:.3f}, eta {format_seconds(eta_seconds(done, total, elapsed))}")
+    line.update(done, f"{len(graded)} graded, pass rate so far {rate:.3f}")
 
 
 def _labels(run_cfg: Any, settings: EvalSettings, overrides: Mapping[str, str]) -> dict[str, Any]:

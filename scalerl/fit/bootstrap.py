@@ -8,7 +8,9 @@ Two resampling schemes (`FitConfig.bootstrap_method`):
 Each replicate is refitted by the bounded least-squares polish started from the point
 estimate, inside the same ranges as the point fit (a full grid search per replicate would
 cost ~100x more and lands in the same basin for curves the point fit resolves). Intervals are
-percentile intervals at `FitConfig.confidence`. Seeded by `FitConfig.bootstrap_seed`.
+percentile intervals at `FitConfig.confidence`. Seeded by `FitConfig.bootstrap_seed`. The
+fitted replicates are kept (`draws`: [n_ok, 3] rows of A, B, C_mid) so a plot can draw the
+curve's pointwise band (`scalerl.fit.panels`).
 
 With weights w_j = 1 / se_j^2 (`FitConfig.weighting = "binomial"`) the residual scheme
 resamples standardised residuals (y_j - f_j) / se_j and scales each back by its own se_j; the
@@ -87,6 +89,7 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
         warnings.append(f"more than {alpha:.1%} of the bootstrap A values sit on the upper end "
                         f"{a_hi:.4g} of the A range: the upper bound of the A interval is "
                         "limited by the range, not the data")
+    out["draws"] = draws.tolist()  # [n_ok, (A, B, C_mid)]
     out["warnings"] = warnings
     if keep_draws:
         out["draws"] = draws

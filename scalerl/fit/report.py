@@ -6,7 +6,8 @@ columns (taken from each record's `group`, then `meta`), A/B/C_mid with their bo
 intervals (`*_lo`, `*_hi`), R0, R², SSE, point counts, the extrapolation errors, the power
 law, the budget to 90 % of the gain, `converged` and the warnings. `write_report(records,
 out, by, order)` writes `scaling.parquet`, `scaling.md` (with the comparison along the scale
-axes of `scalerl.fit.axes`) and `curves.png` atomically. Fits sharing all
+axes of `scalerl.fit.axes`) and `curves.png` atomically (small multiples, `scalerl.fit.panels`:
+a panel per task, colour by model, line style by gen_len, bootstrap bands). Fits sharing all
 `by` values (seeds) are also summarised per cell with the spread of A against the paper's
 0.02 margin. With `predictions` (rows of predictions.parquet, `scalerl predict`) the report
 adds a prediction backtest (`scalerl.fit.backtest`): a section of scaling.md and backtest.png.
@@ -25,7 +26,8 @@ import pandas as pd
 
 from scalerl.fit.axes import axes_markdown
 from scalerl.fit.compare import A_MARGIN
-from scalerl.fit.plots import plot_combined, record_label
+from scalerl.fit.panels import plot_panels
+from scalerl.fit.plots import record_label
 from scalerl.utils.io import atomic_path, write_text_atomic
 
 __all__ = ["collect_records", "fits_frame", "fits_markdown", "write_report", "DEFAULT_BY"]
@@ -229,5 +231,5 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
             plot_backtest(table, paths["backtest"])
     write_text_atomic(paths["markdown"], text + axes_markdown(df, present, order)
                       + _cells_markdown(df, present) + backtest_text + racing_text)
-    plot_combined(list(records), paths["plot"], by=present or None)
+    plot_panels(list(records), paths["plot"], by=present, order=order)
     return paths

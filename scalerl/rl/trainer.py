@@ -67,7 +67,7 @@ from scalerl.rl.steps import STEP_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.tracking import make_tracker
-from scalerl.utils.log import eta_seconds, format_seconds, progress
+from scalerl.utils.log import ProgressLine, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
 
@@ -363,10 +363,12 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     from scalerl.rl.grading import grade
 
     cfg, source = run.cfg, run.source
-    started_at = last_end = time.perf_counter()
+    last_end = time.perf_counter()
     first_step = run.step
     numerics = cfg.numerics()
     gen_prev = run.rollouts.gen_stats()
+    line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
+                        chunk_end - first_step)  # one updating line on a terminal
     while run.step < chunk_end:
         completions = run.rollouts.next_batch(run.step)
         scores = grade(completions, source, workers=threads)
@@ -397,16 +399,16 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         run.rows.append(row)
         run.tracker.log_step(row, step=run.step, flops=row["compute_flops"],
                              device_hours=row["compute_device_hours"])
-        eta = eta_seconds(run.step - first_step, chunk_end - first_step, now - started_at)
-        progress(f"step {run.step}/{chunk_end} reward {stats.reward_mean:+.3f} pass "
-                 f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
-                 f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
-                 f"{row['train_tokens_per_s']:.0f} tok/s pad {metrics['padding_fraction']:.2f} "
-                 f"staleness "
-                 f"{stats.staleness_mean:.1f}/{stats.staleness_max} eta {format_seconds(eta)}")
+        line.update(run.step - first_step,
+                    f"step {run.step} reward {stats.reward_mean:+.3f} pass "
+                    f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
+                    f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
+                    f"{row['train_tokens_per_s']:.0f} tok/s pad {metrics['padding_fraction']:.2f} "
+                    f"staleness {stats.staleness_mean:.1f}/{stats.staleness_max}")
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)
+    line.close()
 
 
 def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudget:

@@ -95,8 +95,9 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_chunk(micro, tmp_path):
                            timeout=600)
     assert rerun.returncode == 0, rerun.stderr
     assert f"steps {killed_at + 1}..8 (resuming a partial save)" in rerun.stderr
+    assert ", step 8 reward " in rerun.stderr  # the per-step progress line
     for done in range(1, killed_at + 1):  # steps before the kill are not recomputed
-        assert f"step {done}/8 " not in rerun.stderr
+        assert f", step {done} reward " not in rerun.stderr
     assert not out.with_name("chunk0.partial").exists()
     resumed = read_steps(out / "steps.parquet")
     assert resumed["step"].tolist() == list(range(1, 9))

@@ -10,7 +10,9 @@ One test, in order (each step needs the previous one's files):
 3. fit.json per task and the report (scaling.parquet / .md / curves.png) exist and agree;
 4. provenance.json holds the resolved config, version, git commit and packages;
 5. `snakemake --report` builds the HTML report;
-6. a second `-n` has nothing to do; deleting one checkpoint reruns exactly what depends on it.
+6. a second `-n` has nothing to do; deleting one checkpoint reruns exactly what depends on it;
+7. the HTML report opened in headless Chromium shows the scaling table and the curves image
+   (skipped without chromium unless SCALERL_REQUIRE_BROWSER=1).
 """
 
 import json
@@ -25,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from report_browser import check_report
 from snakemake_run import REPO, job_counts
 
 from scalerl.eval.schema import metadata_of, read_eval_table
@@ -170,3 +173,6 @@ def test_tiny_sweep_end_to_end(tmp_path):
     assert plan.returncode == 0, plan.stderr
     assert job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "report": 1, "all": 1,
                                         "eval_downstream": 1, "total": 8}
+
+    # -- the HTML report in a headless browser (last: it skips without chromium) -------------
+    assert check_report(tmp_path / "report.html"), "no curves image shown in the report"
