@@ -112,7 +112,8 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
                          "damaged: delete the checkpoint dir and re-run its chunk") from err
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
-    if "optimizer" not in state:
+    sharded = "dcp_world_size" in state and (Path(path) / "dcp").is_dir()  # optimizer in dcp/
+    if "optimizer" not in state and not sharded:
         raise ValueError(f"{state_file}: no optimizer state (key 'optimizer'); the checkpoint "
                          "cannot resume: delete the checkpoint dir and re-run its chunk")
     return state

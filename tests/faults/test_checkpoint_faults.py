@@ -34,3 +34,9 @@ def test_truncated_state_file_names_file_and_fix(tmp_path):
         load_trainer_state(tmp_path)
     assert str(tmp_path / STATE_FILE) in str(err.value) and "damaged" in str(err.value)
     assert _checksums(tmp_path) == before
+
+
+def test_sharded_state_keeps_optimizer_in_dcp(tmp_path):
+    (tmp_path / "dcp").mkdir()
+    torch.save({"format": STATE_FORMAT, "dcp_world_size": 2}, tmp_path / STATE_FILE)
+    assert load_trainer_state(tmp_path)["dcp_world_size"] == 2
