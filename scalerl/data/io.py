@@ -57,6 +57,13 @@ def write_prompts(frame: pd.DataFrame, path: str | Path,
         pq.write_table(table, tmp)
 
 
+def pa_errors() -> type[Exception]:
+    """pyarrow's error base class (ArrowException), imported lazily."""
+    import pyarrow as pa
+
+    return pa.ArrowException
+
+
 def read_prompts(path: str | Path, split: str | None = None,
                  task: str | None = None) -> pd.DataFrame:
     """Read prompts.parquet, check its columns, optionally keep one split and/or task."""
@@ -65,7 +72,11 @@ def read_prompts(path: str | Path, split: str | None = None,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"prompts file {path} does not exist; build it with `scalerl data`")
-    frame = pq.read_table(path).to_pandas()
+    try:
+        frame = pq.read_table(path).to_pandas()
+    except (OSError, pa_errors()) as err:
+        raise ValueError(f"{path}: unreadable prompts file ({err}); it is truncated or not "
+                         "Parquet: delete it and rebuild it with `scalerl data`") from err
     missing = [c for c in PROMPT_COLUMNS[:8] if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: not a prompts file, missing column(s) {missing}")

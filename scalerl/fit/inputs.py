@@ -105,7 +105,7 @@ def _kind(path: Path) -> str | None:
 
 def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Concatenate Parquet and CSV files (union of columns)."""
-    frames = []
+    frames, sources = [], []
     for path in _expand(paths):
         kind = _kind(path)
         if kind == "parquet":
@@ -114,7 +114,9 @@ def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
             frames.append(pd.read_csv(path, sep="\t" if path.name.endswith(".tsv") else ","))
         else:
             raise InputError(f"{path}: unknown format; give .parquet or .csv files")
+        sources.append((str(path), len(frames[-1])))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df.attrs["scalerl.sources"] = sources  # (file, n rows) in concat order, for error messages
     if df.empty:
         raise InputError(f"the input ({', '.join(map(str, paths))}) has no rows")
     return df
@@ -148,6 +150,16 @@ def group_slug(key: dict) -> str:
     return "".join(ch if ch.isalnum() or ch in "._=-" else "-" for ch in text)
 
 
+def _where(df: pd.DataFrame, index: int) -> str:
+    """'FILE row N' (0-based data row) for row `index` of a read_tables frame."""
+    start = 0
+    for path, n in df.attrs.get("scalerl.sources", []):
+        if index < start + n:
+            return f"{path} row {index - start}"
+        start += n
+    return f"row {index}"
+
+
 def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
                 reward_col: str | None = None, group_by: Sequence[str] | None = None,
                 ) -> tuple[list[PointGroup], dict]:
@@ -174,6 +186,11 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
     compute = pd.to_numeric(df[ccol], errors="coerce")
     if compute[df[ccol].notna()].isna().any():
         raise InputError(f"compute column {ccol!r} holds non-numeric values")
+    for name, values in ((rcol, reward), (ccol, compute)):
+        bad = np.flatnonzero(np.isinf(values.to_numpy(float)))
+        if len(bad):
+            raise InputError(f"{name!r} is infinite at {_where(df, int(bad[0]))}; repair or "
+                             "re-run the step that wrote it, or drop the row")
     if reward.isna().any():
         n_missing = int(reward.isna().sum())
         if per_sample:

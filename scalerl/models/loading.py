@@ -118,9 +118,19 @@ def resolve_model_path(cfg: ModelConfig) -> Path:
         ) from None
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
 def load_tokenizer(path: str | Path):
+    """The tokenizer saved in model dir `path`; ModelNotFoundError naming the dir when it has no
+    tokenizer file (so transformers never tries the network for one)."""
     from transformers import AutoTokenizer
 
+    path = Path(path)
+    if path.is_dir() and not any((path / name).exists() for name in TOKENIZER_FILES):
+        raise ModelNotFoundError(
+            f"{path} has no tokenizer file (looked for {', '.join(TOKENIZER_FILES)}); copy the "
+            "base model's tokenizer files into it or rebuild it with `scalerl base`")
     return AutoTokenizer.from_pretrained(str(path))
 
 

@@ -105,9 +105,17 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
             "directory is only valid as the input of chunk 0)"
         )
     # weights_only=False: the state holds RNG tuples and plain Python containers we wrote.
-    state = torch.load(state_file, map_location=map_location, weights_only=False)
+    try:
+        state = torch.load(state_file, map_location=map_location, weights_only=False)
+    except (RuntimeError, EOFError, OSError) as err:
+        raise ValueError(f"{state_file}: unreadable trainer state ({err}); the checkpoint is "
+                         "damaged: delete the checkpoint dir and re-run its chunk") from err
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
+    sharded = "dcp_world_size" in state and (Path(path) / "dcp").is_dir()  # optimizer in dcp/
+    if "optimizer" not in state and not sharded:
+        raise ValueError(f"{state_file}: no optimizer state (key 'optimizer'); the checkpoint "
+                         "cannot resume: delete the checkpoint dir and re-run its chunk")
     return state
 
 

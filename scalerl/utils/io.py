@@ -8,6 +8,7 @@ it was. Use it for every artifact a later stage reads.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -41,11 +42,15 @@ def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
                 shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         else:
             tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+            raise OSError(errno.ENOSPC, f"disk full while writing {path}: no free space left in "
+                          f"{path.parent}; free space there (or point the output elsewhere) "
+                          "and re-run") from err
         raise
 
 
