@@ -1,6 +1,6 @@
 """Data-parallel (FSDP2) training of the policy across trainer ranks under torchrun.
 
-Modules (docs/design.md, "trainer"):
+Modules (docs/design.md, "Scale-out"):
 
 - `scalerl.dist.env`: process-group init from the torchrun environment (nccl on CUDA, gloo on
   CPU), the 1-D device mesh, and the torchrun relaunch command of `scalerl train`;
@@ -14,6 +14,6 @@ Modules (docs/design.md, "trainer"):
 - `scalerl.dist.checkpoint`: sharded trainer state (`torch.distributed.checkpoint`) plus the
   full HF model directory gathered on rank 0.
 
-Deliberately left out: tensor/pipeline/sequence parallelism and multi-node launch (srun or an
-outside torchrun are detected and joined, not started).
+Deliberately left out: tensor/pipeline/sequence parallelism. Multi-node jobs are launched as
+`srun torchrun` by `scalerl.dist.env.launch_command`; an outside torchrun/srun is joined.
 """

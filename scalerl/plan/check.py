@@ -259,7 +259,7 @@ def _vllm_share_fix(inp: PlanInputs, free: int, engines: int, others: int) -> li
     if inp.vllm_kv_cache_bytes:
         kv = (free - (others - inp.vllm_kv_cache_bytes * engines)) // engines
         if kv > 0 and kv_capacity_tokens(inp, kv) >= inp.max_model_len:
-            return [f"vllm_kv_cache_mb: lower to <= {kv // MiB:,}"]
+            return [f"vllm.kv_cache_mb: lower to <= {kv // MiB:,}"]
         return []
     share = int(100 * (free - inp.process_overhead_bytes * engines)
                 / (engines * inp.device_memory_bytes)) / 100
@@ -268,7 +268,7 @@ def _vllm_share_fix(inp: PlanInputs, free: int, engines: int, others: int) -> li
     smaller = inp.replace(vllm_gpu_memory_utilization=share)
     if kv_capacity_tokens(smaller, max(0, vllm_kv_bytes(smaller, inp.gen_batch))) >= \
             inp.max_model_len:
-        return [f"vllm_gpu_memory_utilization: lower to <= {share:.2f}"]
+        return [f"vllm.gpu_memory_utilization: lower to <= {share:.2f}"]
     return []
 
 
@@ -331,6 +331,6 @@ def _startup_problems(inp: PlanInputs, uses: list[DeviceUse]) -> list[str]:
     if held + wanted <= inp.device_memory_bytes:
         return []
     share = (inp.device_memory_bytes - held) / inp.device_memory_bytes
-    return [f"{use.stage} {use.device}: vLLM starts only with vllm_gpu_memory_utilization x "
+    return [f"{use.stage} {use.device}: vLLM starts only with vllm.gpu_memory_utilization x "
             f"device = {wanted / GiB:.1f} GiB free, but the trainer holds {held / GiB:.1f} GiB "
-            f"then: vllm_gpu_memory_utilization: lower to <= {int(share * 100) / 100:.2f}"]
+            f"then: vllm.gpu_memory_utilization: lower to <= {int(share * 100) / 100:.2f}"]

@@ -33,19 +33,24 @@ def test_run_yaml_fields():
     on_cpu = plan_inputs_from_run({**run, "device": "cpu"}, tiny_arch("tiny-m"),
                                   device_memory_bytes=80 * GiB, prompt_tokens=64)
     assert on_cpu.compute_dtype == "float32"
-    assert inp.vllm_kv_cache_bytes == 256 * MiB  # EngineConfig's default today
+    # VllmSettings defaults: the KV cache from gpu_memory_utilization, max_model_len derived
+    assert inp.vllm_kv_cache_bytes == 0 and inp.vllm_gpu_memory_utilization == 0.5
+    assert inp.vllm_max_model_len == 64 + inp.generation_tokens
 
 
 def test_upcoming_fields_are_read_and_typos_rejected():
     run = {**load_mapping(FIXTURES / "run_tiny.yaml"), "gradient_checkpointing": True,
            "param_dtype": "float32", "compute_dtype": "bfloat16", "micro_batch_tokens": 4096,
-           "logprob_chunk_tokens": 1024, "vllm_kv_cache_mb": 0, "gen_batch": 8}
+           "logprob_chunk_tokens": 1024, "vllm": {"kv_cache_mb": 3}, "gen_batch": 8}
     inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=GiB)
     assert (inp.gradient_checkpointing, inp.compute_dtype, inp.micro_batch_tokens,
             inp.logprob_chunk_tokens, inp.vllm_kv_cache_bytes, inp.gen_batch) == \
-        (True, "bfloat16", 4096, 1024, 0, 8)
+        (True, "bfloat16", 4096, 1024, 3 * MiB, 8)
     with pytest.raises(ConfigError, match="train_micro_btach"):
         plan_inputs_from_run({"train_micro_btach": 2}, tiny_arch("tiny-m"),
+                             device_memory_bytes=GiB)
+    with pytest.raises(ConfigError, match="kv_cahce_mb"):
+        plan_inputs_from_run({"vllm": {"kv_cahce_mb": 2}}, tiny_arch("tiny-m"),
                              device_memory_bytes=GiB)
 
 
@@ -64,11 +69,15 @@ def test_local_sweep_expansion_matches_the_workflow_naming():
     sweep = sweep_runs(cfg)
     assert [r["run"] for r in sweep.runs] == ["qwen3-0.6b_L2048_scalerl_b4x4_s0",
                                               "qwen3-0.6b_L4096_scalerl_b4x4_s0"]
-    overrides = sweep.runs[0]["recipe"]["overrides"]
-    # hi = 2048 - 512, lo = round(0.8333 * 1536) (common.smk length_fields)
-    assert overrides["think_budget"] == [1280, 1536] and overrides["answer_budget"] == 512
-    assert (overrides["prompts_per_step"], overrides["generations_per_prompt"]) == (4, 4)
-    assert sweep.runs[1]["gradient_checkpointing"] is True  # train.run_overrides merged
+    from scalerl.rl.run_config import RunConfig
+
+    recipe = RunConfig.from_dict(sweep.runs[0]).resolved_recipe()
+    # hi = 2048 - 512, lo = round(0.8333 * 1536) (scalerl.sweep's length section)
+    assert sweep.runs[0]["gen_len"] == 2048
+    assert recipe.think_budget == (1280, 1536) and recipe.answer_budget == 512
+    assert (recipe.prompts_per_step, recipe.generations_per_prompt) == (4, 4)
+    assert sweep.runs[1]["gradient_checkpointing"] is True  # train: keys reach every run
+    assert sweep.runs[1]["vllm"]["kv_cache_mb"] == 8192
     assert sweep.models["qwen3-0.6b"]["dtype"] == "bfloat16" and sweep.train_devices == 2
     planned = plan_inputs_from_sweep(
         sweep.runs, {"qwen3-0.6b": (PUBLIC_ARCHS["Qwen/Qwen3-0.6B"], "bfloat16")},

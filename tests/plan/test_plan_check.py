@@ -48,13 +48,13 @@ def test_a_tiny_kv_cache_names_its_size():
     report = check_fits(qwen(vllm_kv_cache_bytes=256 * MiB, vllm_max_model_len=0))
     (problem,) = [p for p in report.problems if p.startswith("generate")]
     assert "KV cache of 2,320 tokens < max_model_len 40,960" in problem
-    assert "vllm_kv_cache_mb: raise to >= 4,484" in problem  # ceil(40,992 x 114,688 / MiB)
-    assert "vllm_max_model_len: set to 9,216 + vllm_kv_cache_mb: raise to >= 1,012" in problem
+    assert "vllm.kv_cache_mb: raise to >= 4,484" in problem  # ceil(40,992 x 114,688 / MiB)
+    assert "vllm.max_model_len: set to 9,216 + vllm.kv_cache_mb: raise to >= 1,012" in problem
 
 
 def test_a_short_context_names_max_model_len():
     report = check_fits(qwen(vllm_max_model_len=4096))
-    assert any("vllm_max_model_len = 4,096 < prompt + generation = 9,216: raise it to >= 9,216"
+    assert any("vllm.max_model_len = 4,096 < prompt + generation = 9,216: raise it to >= 9,216"
                in p for p in report.problems)
 
 

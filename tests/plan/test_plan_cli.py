@@ -45,7 +45,7 @@ def test_sweep_config(capsys):
                  "--run", "qwen3-0.6b_L4096_scalerl_b4x4_s0", "--brief"])
     out = capsys.readouterr()
     assert code == 2 and "0 of 1 run(s) fit" in out.out
-    assert "vllm_kv_cache_mb: lower to" in out.err  # an 8 GiB cache cannot fit 8 GiB
+    assert "vllm.kv_cache_mb: lower to" in out.err  # an 8 GiB cache cannot fit 8 GiB
 
 
 def test_unknown_run_and_missing_memory(capsys):

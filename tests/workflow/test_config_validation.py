@@ -31,7 +31,7 @@ def test_default_config_dry_run(tmp_path):
 
 
 def test_gpu_config_dry_run_without_network(tmp_path):
-    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "config" / "gpu.yaml"))
+    out = snakemake(tmp_path, "-n", "-p", "--configfile", str(REPO / "config" / "gpu.yaml"))
     assert out.returncode == 0, out.stderr + out.stdout
     counts = job_counts(out.stdout)
     assert counts["base"] == 2 and counts["report"] == 1

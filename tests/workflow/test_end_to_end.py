@@ -171,8 +171,9 @@ def test_tiny_sweep_end_to_end(tmp_path):
     shutil.rmtree(run_dir / "chunk3")
     plan = _run(tmp_path, "-n")
     assert plan.returncode == 0, plan.stderr
-    assert job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "report": 1, "all": 1,
-                                        "eval_downstream": 1, "total": 8}
+    assert job_counts(plan.stdout) == {"train": 2, "eval": 2, "fit": 1, "predictions": 1,
+                                        "report": 1, "all": 1, "eval_downstream": 1,
+                                        "total": 9}
 
     # -- the HTML report in a headless browser (last: it skips without chromium) -------------
     assert check_report(tmp_path / "report.html"), "no curves image shown in the report"

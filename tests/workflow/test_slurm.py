@@ -33,7 +33,7 @@ REQUIRE = os.environ.get("SCALERL_REQUIRE_SLURM") == "1"
 READY = {"idle", "mixed", "allocated", "completing"}
 # rules that run as SLURM jobs, and their job count in the tiny sweep (the others are local)
 SLURM_JOBS = {"data": 1, "base": 1, "train": 4, "eval": 5, "eval_downstream": 1, "fit": 1,
-              "report": 1}
+              "predictions": 1, "report": 1}
 
 
 def _unavailable(reason):
