@@ -337,4 +337,10 @@ def run_eval(
     rates = pass_rates(table)
     progress(f"eval {meta_labels['run']} chunk {chunk}: wrote {table.num_rows} rows to {out}; "
              + ", ".join(f"{k} {v:.3f}" for k, v in rates.items()))
+    from scalerl.tracking import make_tracker  # backend none (the default): nothing happens
+
+    with make_tracker(run_cfg.tracking, run=run_cfg.run) as tracker:
+        tracker.log_eval({f"{dataset}/{k}": v for k, v in rates.items()}, step=common["step"],
+                         flops=common["compute_flops"],
+                         device_hours=common["compute_device_hours"])
     return rates

@@ -98,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="copied into fit.json 'meta' (repeatable), e.g. --meta recipe=cispo")
+    parser.add_argument("--tracking", metavar="RUN_YAML",
+                        help="log the fitted parameters to the experiment tracker of this run "
+                        "config (its `tracking:` section and run id; backend none: nothing)")
 
 
 def _parse_value(text: str):
@@ -141,6 +144,19 @@ def config_from_args(args: argparse.Namespace) -> FitConfig:
 def _num(value: float | None, spec: str) -> str:
     """A number for a progress line; fits that failed part-way carry None."""
     return "n/a" if value is None else format(value, spec)
+
+
+def _log_fits(run_yaml: str, records: list[dict]) -> None:
+    """Each fit's A, B, C_mid, R0, r2 as `fit/<group slug>/<param>` on the run's tracker."""
+    from scalerl.rl.run_config import load_run_config
+    from scalerl.tracking import make_tracker
+
+    cfg = load_run_config(run_yaml)
+    with make_tracker(cfg.tracking, run=cfg.run) as tracker:
+        for record in records:
+            tracker.log_fit(group_slug(record["group"]),
+                            {k: record[k] for k in ("A", "B", "C_mid", "R0", "r2")
+                             if record.get(k) is not None})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,6 +207,8 @@ def run(args: argparse.Namespace) -> int:
         for w in record["warnings"]:
             progress(f"    warning: {w}")
     write_json_atomic(out / "fits.json", records + failures)
+    if args.tracking:
+        _log_fits(args.tracking, records)
     by = list(group_by or info["group_by"])
     text = fits_markdown(fits_frame(records, by), by, title="Fits") if records else "# Fits\n"
     if failures:

@@ -222,7 +222,7 @@ def cmid_grid_for(compute: np.ndarray, config: FitConfig) -> np.ndarray:
     return np.linspace(lo, hi, config.cmid_points)
 
 
-def _at_bound(value, lo, hi, rel=1e-6):
+def _at_bound(value, lo, hi, rel=1e-4):
     span = hi - lo
     return value <= lo + rel * span, value >= hi - rel * span
 

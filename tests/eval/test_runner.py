@@ -221,3 +221,16 @@ def test_run_eval_with_the_vllm_engine(tmp_path, tiny_base):
     assert len(cols["run"]) == 2 * 2 * 2
     assert sorted(set(cols["task"])) == ["code", "math"]
     assert all(0 < n <= 17 for n in cols["n_tokens"])
+
+
+def test_run_eval_logs_pass_rates_to_the_run_tracker(tmp_path, tiny_base):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = _run_cfg().replace(tracking={"backend": "tensorboard", "dir": str(tmp_path / "t")})
+    rates = run_eval(cfg, tiny_base, 0, _prompts_file(tmp_path), tmp_path / "e.parquet")
+    acc = EventAccumulator(str(tmp_path / "t" / "tensorboard" / cfg.run))
+    acc.Reload()
+    logged = {tag: [(e.step, e.value) for e in acc.Scalars(tag)]
+              for tag in acc.Tags()["scalars"] if tag.startswith("eval/")}
+    assert logged == {f"eval/val/{k}": [(0, pytest.approx(v))] for k, v in rates.items()}

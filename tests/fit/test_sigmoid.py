@@ -153,3 +153,16 @@ def test_flat_or_decreasing_curve_is_flagged(kind):
     fit = fit_sigmoid(c, y, r0=0.40 if kind == "flat" else 0.6)
     assert not fit.converged
     assert any(kind in w for w in fit.warnings), fit.warnings
+
+
+def test_b_a_hair_inside_its_bound_still_counts_as_on_it():
+    # default sweep 2026-12-04, tiny-s L80 math: the polish left B = 19.999876 with b_max 20,
+    # a step the points do not resolve; it must not be reported as converged
+    from scalerl.fit.sigmoid import _diagnose
+
+    c = np.geomspace(1e10, 1e12, 6)
+    y = np.array([0.42, 0.42, 0.48, 0.484, 0.484, 0.484])
+    bounds = ((0.42, 1.0), (0.1, 20.0), (1e9, 1e14))
+    warnings = list(_diagnose(c, y, 0.42, 0.484, 19.999876, 2e11, bounds, None))
+    assert any(w.startswith("B = 20 sits on the upper end") for w in warnings), warnings
+    assert not list(_diagnose(c, y, 0.42, 0.484, 19.9, 2e11, bounds, None))

@@ -4,6 +4,7 @@
 rule fit:
     input:
         evals=lambda w: eval_files(w.run),
+        cfg=run_dir("{run}", "run.yaml"),
     output:
         fit=report(
             directory(run_dir("{run}", "fit")),
@@ -34,7 +35,7 @@ rule fit:
         CONDA_ENV
     shell:
         "scalerl fit {input.evals} --group-by {params.group_by} --compute-col {params.compute}"
-        " {params.meta} {params.extra} --out {output.fit} > {log} 2>&1"
+        " {params.meta} {params.extra} --tracking {input.cfg} --out {output.fit} > {log} 2>&1"
         " || test -f {output.fit}/fits.json"
 
 
