@@ -23,6 +23,9 @@ such as `eval/pass_rate`): compute from `COMPUTE_COLUMNS`, reward from `REWARD_C
 listing the available ones. Several rows at one compute value within a group are averaged.
 Grouping: the given columns; by default `run` and `task` when they take several values (a
 sweep's eval files together, or the math and code curves of one run, are never pooled).
+Files pooled into one curve must come from one run: when they disagree on the `run` column or
+on the `scalerl.config_hash` of their Parquet metadata (an eval file of another run, or of an
+older config of this one, given by mistake), `InputError` names both files and the fix.
 
 Deliberately left out: reading W&B or TensorBoard directly (export a CSV).
 """
@@ -115,11 +118,51 @@ def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
         else:
             raise InputError(f"{path}: unknown format; give .parquet or .csv files")
         sources.append((str(path), len(frames[-1])))
+    hashes = [_config_hash(path) for path, _ in sources]
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     df.attrs["scalerl.sources"] = sources  # (file, n rows) in concat order, for error messages
+    df.attrs["scalerl.config_hashes"] = hashes  # per source: Parquet metadata, else None
     if df.empty:
         raise InputError(f"the input ({', '.join(map(str, paths))}) has no rows")
     return df
+
+
+def _config_hash(path: str) -> str | None:
+    """The `scalerl.config_hash` of a Parquet file's metadata (None for CSV or without it)."""
+    if _kind(Path(path)) != "parquet":
+        return None
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(b"scalerl.config_hash")
+    return value.decode() if value else None
+
+
+def _check_one_run(df: pd.DataFrame, rows: np.ndarray, key: dict) -> None:
+    """InputError when the files behind `rows` (one curve) disagree on run or config hash
+    (a value a file does not record, e.g. a CSV's config hash, is not compared)."""
+    sources = df.attrs.get("scalerl.sources", [])
+    hashes = df.attrs.get("scalerl.config_hashes", [None] * len(sources))
+    if len(sources) < 2:
+        return
+    file_of = np.repeat(np.arange(len(sources)), [n for _, n in sources])
+    runs = df["run"].to_numpy() if "run" in df.columns and "run" not in key else None
+    known: dict[str, tuple[int, object]] = {}  # "run" / "config hash" -> (file, value)
+    for i in np.unique(file_of[rows]):
+        labels = {"run": set(runs[rows[file_of[rows] == i]].tolist())} if runs is not None \
+            else {}
+        labels["config hash"] = {hashes[i]}
+        for what, values in labels.items():
+            for value in values - {None}:
+                a, seen = known.setdefault(what, (int(i), value))
+                if seen == value:
+                    continue
+                curve = ", ".join(f"{k}={v}" for k, v in key.items()) or "all rows"
+                raise InputError(
+                    f"{sources[a][0]} and {sources[i][0]} fall into one curve ({curve}) but "
+                    f"come from different runs ({what} {seen!r} vs {value!r}); pass only one "
+                    "run's eval files (remove the other run's or the stale file, or re-run its "
+                    "evaluation), or group by run (--group-by run,...)")
 
 
 def resolve_column(df: pd.DataFrame, requested: str | None, candidates: Sequence[str],
@@ -206,12 +249,14 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
                                                             if c in df.columns]]))].copy()
     table["_compute"] = compute[keep].to_numpy(float)
     table["_reward"] = reward[keep].to_numpy(float)
+    table["_row"] = np.flatnonzero(keep)  # position in df (its sources), for _check_one_run
     binary = bool(table["_reward"].isin((0.0, 1.0)).all())
     groups = []
     grouped = table.groupby(list(group_by), dropna=False, sort=True) if group_by else [((), table)]
     for key_values, sub in grouped:
         key_values = key_values if isinstance(key_values, tuple) else (key_values,)
         key = {c: _plain(v) for c, v in zip(group_by, key_values)}
+        _check_one_run(df, sub["_row"].to_numpy(), key)
         if ccol == "_timestamp":  # Unix seconds -> seconds since the group's first row
             sub = sub.assign(_compute=sub["_compute"] - sub["_compute"].min())
         points = sub.groupby("_compute", sort=True)["_reward"].agg(["mean", "size"])

@@ -6,7 +6,9 @@
   model.safetensors, generation_config.json, tokenizer files) that transformers and vLLM load.
 - `resolve_model_path(cfg)`: local directory for a HF id or path (no network unless
   `cfg.allow_download`).
-- `load_model(path, cfg, device)` / `load_tokenizer(path)`.
+- `load_model(path, cfg, device)` / `load_tokenizer(path)`; a truncated or corrupt
+  `*.safetensors` file raises `DamagedModelError` naming the file and the fix (delete the
+  directory and re-run the stage that wrote it) instead of a raw safetensors traceback.
 - `format_prompt(tokenizer, prompt_text, cfg) -> list[int]`: raw (bos + text) or chat template.
 - `load_model_config(path, checkpoint)`: the ModelConfig a stage uses for a checkpoint (the
   model's MODEL.yaml, else the base directory's base_info.json, else defaults).
@@ -27,6 +29,10 @@ from scalerl.text import THINK_CLOSE
 
 class ModelNotFoundError(FileNotFoundError):
     """A model directory or hub id could not be resolved locally."""
+
+
+class DamagedModelError(ValueError):
+    """A model directory's weights file is truncated or corrupt."""
 
 
 def tiny_hf_config(cfg: ModelConfig):
@@ -141,6 +147,7 @@ def load_model(path: str | Path, cfg: ModelConfig, device: str | torch.device = 
     path = Path(path)
     if not (path / "config.json").exists():
         raise ModelNotFoundError(f"{path} is not a Hugging Face model directory (no config.json)")
+    check_weights(path)
     model = AutoModelForCausalLM.from_pretrained(
         str(path),
         dtype=cfg.torch_dtype,
@@ -148,6 +155,25 @@ def load_model(path: str | Path, cfg: ModelConfig, device: str | torch.device = 
         trust_remote_code=cfg.trust_remote_code,
     )
     return model.to(device).eval()
+
+
+def check_weights(path: str | Path) -> None:
+    """Read the header of every `*.safetensors` file in model dir `path` (cheap: no tensor
+    data); DamagedModelError naming the file and the fix when one is truncated or corrupt."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="pt") as handle:
+                handle.keys()
+        except Exception as err:  # safetensors' SafetensorError (a Rust exception) or OSError
+            what = ("a trainer checkpoint: delete it and re-run its chunk (`scalerl train`, or "
+                    "snakemake, which re-runs the chunk whose output is missing)"
+                    if (path / "trainer_state.pt").is_file() else
+                    "a model directory: delete it and rebuild it (`scalerl base`, or snakemake)")
+            raise DamagedModelError(
+                f"{file}: damaged weights file ({err}); {path} is {what}") from None
 
 
 def new_tiny_tokenizer():

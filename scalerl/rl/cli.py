@@ -23,7 +23,8 @@ skipped unless --gpu-mem gives a device size to plan for.
 Exit codes: 0 done, 2 bad input (config, paths, a plan that does not fit), 3 training cannot
 go on: it diverged
 (non-finite loss or gradient; the message names the step) or No-Positive-Resampling retired
-every training prompt.
+every training prompt, 4 a PipelineRL generator process died or failed (the message names it;
+a rerun of the same command resumes from the last intra-chunk save).
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from scalerl.dist.env import launch_command, launched_rank
     from scalerl.models.loading import load_model_config
     from scalerl.rl.curriculum import AllPromptsRetired
+    from scalerl.rl.pipeline import GeneratorError
     from scalerl.rl.run_config import load_run_config
     from scalerl.rl.trainer import NonFiniteError, train_chunk
 
@@ -121,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
     except AllPromptsRetired as err:
         print(f"scalerl train: no training prompts left: {err}", file=sys.stderr)
         return 3
+    except GeneratorError as err:
+        partial = f"{args.out}.partial"
+        print(f"scalerl train: {err}\nscalerl train: the chunk stopped; re-run the same command "
+              f"to resume from its last intra-chunk save ({partial}, if any)", file=sys.stderr)
+        return 4
     return 0
 
 

@@ -27,7 +27,11 @@ the tensors under the same lock (so it never reads half a push) into its engine 
 `Engine.update_weights(state, version)`. Each process sets its own torch thread count (the
 caller splits the cores, e.g. one thread each on a 2-core machine). A generator exits when
 the trainer closes the pipeline or dies (it polls its parent's pid), so a SIGKILLed trainer
-leaves no orphans (it watches the trainer's liveness sentinel).
+leaves no orphans (it watches the trainer's liveness sentinel). The other way round, a
+generator that dies (SIGKILL, out of memory) stops the trainer within about a second with a
+`GeneratorError` naming it (name, pid, exit code): the trainer checks the generators whenever
+it has waited a second for completions or for the weights lock (which a generator killed
+while loading a push would otherwise hold forever).
 
 Admission in cohorts: a generator that has sequences in flight admits new ones only when at
 least `admit_min` rows are free (default half of `max_concurrent`) or the work left is
@@ -256,10 +260,14 @@ class Pipeline:
         """Publish the trainer's weights as policy `version`; generators switch at next step."""
         if version <= self.version:
             raise ValueError(f"version {version} must increase (current {self.version})")
-        with self._lock, torch.no_grad():
-            for name, tensor in weights.items():
-                self._shared[name].copy_(tensor.detach())
+        self._acquire_lock()
+        try:
+            with torch.no_grad():
+                for name, tensor in weights.items():
+                    self._shared[name].copy_(tensor.detach())
             self._version.value = version
+        finally:
+            self._lock.release()
         self.version = version
 
     def collect(self, batch_index: int, n: int, timeout_s: float = 3600.0) -> list[Completion]:
@@ -321,18 +329,27 @@ class Pipeline:
             self._gen_tokens[rank] = tokens
             self._gen_busy[rank] = busy
 
+    def _check_alive(self) -> None:
+        """GeneratorError naming the first generator process that has exited."""
+        dead = [p for p in self._procs if not p.is_alive()]
+        if dead:
+            name, pid, code = dead[0].name, dead[0].pid, dead[0].exitcode
+            self.close()
+            raise GeneratorError(f"generator process {name} (pid {pid}) exited with code {code} "
+                                 "before finishing its work")
+
+    def _acquire_lock(self) -> None:
+        """The weights lock; a generator killed while holding it (loading a push) would block
+        the trainer forever, so wait in slices and check the generators between them."""
+        while not self._lock.acquire(timeout=1.0):
+            self._check_alive()
+
     def _get(self, deadline: float) -> tuple:
         while True:
             try:
                 msg = self._results.get(timeout=1.0)
             except queue.Empty:
-                dead = [p for p in self._procs if not p.is_alive()]
-                if dead:
-                    self.close()
-                    raise GeneratorError(
-                        f"generator process {dead[0].name} exited with code "
-                        f"{dead[0].exitcode} before finishing its work"
-                    ) from None
+                self._check_alive()
                 if time.monotonic() > deadline:
                     raise TimeoutError("timed out waiting for the generator processes") from None
                 continue
