@@ -27,7 +27,6 @@ Deliberately left out: asynchronous saves and keeping several sharded checkpoint
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from scalerl.rl.checkpoint import STATE_FILE, STATE_FORMAT, SUMMARY_FILE
+from scalerl.utils.io import swap_dir_in
 
 __all__ = ["DCP_DIR", "full_state_dict", "load_sharded_state", "write_sharded_checkpoint"]
 
@@ -91,13 +91,7 @@ def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer,
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         if extra is not None:
             extra(tmp)
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old-{os.getpid()}")
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        swap_dir_in(tmp, path)
     _barrier()
     return path
 

@@ -41,9 +41,9 @@ from scalerl.dist.checkpoint import full_state_dict, load_sharded_state, write_s
 from scalerl.dist.env import DistEnv, init_distributed
 from scalerl.dist.shard import shard_policy
 from scalerl.dist.step import distributed_optimizer_step
-from scalerl.rl import checkpoint as ckpt
 from scalerl.rl.batch import assemble_batch
 from scalerl.rl.compute import ComputeCounter, count_flop_params
+from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import write_steps
 from scalerl.rl.update import make_optimizer
@@ -97,8 +97,8 @@ def train_chunk_distributed(cfg: RunConfig, *, chunk: int, init: str | Path, pro
     gen_model = copy.deepcopy(model).to(env.device) if env.is_main else None
     policy = shard_policy(model, env)
     optimizer, scheduler = make_optimizer(policy, recipe)
-    cap = single._generation_cap(cfg, recipe, len(encode_text(tokenizer,
-                                                              recipe.interruption_text)))
+    cap = single.generation_budget(
+        cfg, len(encode_text(tokenizer, recipe.interruption_text))).max_new_tokens
     source = PromptSource(
         load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
         lambda text: format_prompt(tokenizer, text, model_cfg),
@@ -108,6 +108,9 @@ def train_chunk_distributed(cfg: RunConfig, *, chunk: int, init: str | Path, pro
                         scheduler, source, RequestFactory(source, recipe, cap, cfg.seed),
                         ComputeCounter(n_params=n_params, n_devices=n_devices),
                         [])
+    if env.is_main:  # rollouts.parquet: rank 0 sees every sample
+        run.rollout_log = RolloutLog(cfg.rollouts, run=cfg.run, chunk=chunk,
+                                     config_hash=config_hash(cfg))
     if state is None:
         single._seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
@@ -116,6 +119,8 @@ def train_chunk_distributed(cfg: RunConfig, *, chunk: int, init: str | Path, pro
             state = {**state, "optimizer": optimizer.state_dict()}  # the shards come from DCP
         rollout_state = run.load(state, resumed)
         load_sharded_state(load_from, policy, optimizer)
+        if resumed and env.is_main:
+            run.rollout_log.load(partial, up_to_step=run.step)
     if env.is_main:
         run.rollouts = single._make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts,
                                              str(env.device), gen_envs, threads, rollout_state)
@@ -149,26 +154,19 @@ def _generator_devices(env: DistEnv, n_gen: int) -> tuple[list[dict[str, str]], 
 
 
 def _save(run, env: DistEnv, policy, path: Path, *, partial: bool) -> None:
-    cfg, compute = run.cfg, run.compute
+    cfg = run.cfg
     state: dict[str, Any] = {}
     summary: dict[str, Any] = {}
     extra = None
-    if env.is_main:
-        state = {
-            "run": cfg.run, "chunk": run.chunk, "chunk_start": run.chunk_start,
-            "step": run.step, "version": run.step, "init": run.init,
-            "config_hash": config_hash(cfg), "scheduler": run.scheduler.state_dict(),
-            "rng": ckpt.capture_rng_state(), "sampler": run.source.state_dict(),
-            "requests": run.factory.state_dict(), "rollouts": run.rollouts.state_dict(),
-            "compute": compute.state_dict(), "rows": run.rows if partial else [],
-        }
-        summary = {"run": cfg.run, "chunk": run.chunk, "step": run.step, "version": run.step,
-                   "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
-                   "tokens": compute.tokens, "npr_retired": run.source.n_retired,
-                   "config_hash": config_hash(cfg), "partial": partial,
-                   "trainer_ranks": env.world_size}
-        rows = run.rows
-        extra = None if partial else (lambda tmp: write_steps(rows, tmp / "steps.parquet", cfg))
+    if env.is_main:  # the optimizer state goes into DCP, sharded
+        state, summary = run.state_and_summary(partial=partial)
+        summary["trainer_ranks"] = env.world_size
+        rows, rollout_log = run.rows, run.rollout_log
+
+        def extra(tmp: Path) -> None:  # as the single-process trainer's save
+            rollout_log.write(tmp)
+            if not partial:
+                write_steps(rows, tmp / "steps.parquet", cfg)
     write_sharded_checkpoint(path, policy=policy, optimizer=run.optimizer,
                              tokenizer=run.tokenizer, state=state, summary=summary, extra=extra)
 
@@ -189,7 +187,12 @@ def _loop(run, env: DistEnv, policy, recipe: Any, chunk_end: int, threads: int,
         if env.is_main:
             completions = run.rollouts.next_batch(run.step)
             verdicts = [s.correct for s in grade(completions, source, workers=threads)]
-            source.update([c.request.prompt_id for c in completions], verdicts)
+            retired = source.update([c.request.prompt_id for c in completions], verdicts)
+            _, stats = assemble_batch(completions, verdicts, recipe, run.step, pad_id)
+            run.rollout_log.add(run.step, completions, rewards=stats.rewards, correct=verdicts,
+                                kept=stats.kept, npr_retired=retired,
+                                tasks=[source.row(c.request.prompt_id)["task"]
+                                       for c in completions])
             payload = (completions, verdicts)
         completions, verdicts = _broadcast(payload)
         mine, my_verdicts = rank_share(completions, verdicts, env.rank, env.world_size)
@@ -204,7 +207,6 @@ def _loop(run, env: DistEnv, policy, recipe: Any, chunk_end: int, threads: int,
         if env.is_main:
             run.model.load_state_dict(full)  # the generation copy (HF engine shares it)
             run.rollouts.after_step(lambda: run.model.state_dict(), run.step)
-            _, stats = assemble_batch(completions, verdicts, recipe, run.step - 1, pad_id)
             now = time.perf_counter()
             run.compute.add_step(wall_seconds=now - last_end, prompt_tokens=stats.prompt_tokens,
                                  completion_tokens=stats.completion_tokens,

@@ -210,13 +210,14 @@ class _Chunk:
         self.rows = list(state["rows"]) if resumed else []
         return dict(state["rollouts"])
 
-    def save(self, path: Path, *, partial: bool) -> None:
+    def state_and_summary(self, *, partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The trainer state to save (all but the optimizer, which the caller adds: whole
+        here, sharded in `scalerl.dist`) and the checkpoint's summary."""
         cfg, compute = self.cfg, self.compute
         state = {
             "run": cfg.run, "chunk": self.chunk, "chunk_start": self.chunk_start,
             "step": self.step, "version": self.step, "init": self.init,
-            "config_hash": config_hash(cfg),
-            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "config_hash": config_hash(cfg), "scheduler": self.scheduler.state_dict(),
             "rng": ckpt.capture_rng_state(), "sampler": self.source.state_dict(),
             "requests": self.factory.state_dict(), "rollouts": self.rollouts.state_dict(),
             "compute": compute.state_dict(), "rows": self.rows if partial else [],
@@ -225,6 +226,12 @@ class _Chunk:
                    "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
                    "tokens": compute.tokens, "npr_retired": self.source.n_retired,
                    "config_hash": config_hash(cfg), "partial": partial}
+        return state, summary
+
+    def save(self, path: Path, *, partial: bool) -> None:
+        cfg = self.cfg
+        state, summary = self.state_and_summary(partial=partial)
+        state["optimizer"] = self.optimizer.state_dict()
         rows, rollout_log = self.rows, self.rollout_log
 
         def extra(tmp: Path) -> None:  # rollouts in partial saves too: a resumed chunk keeps them

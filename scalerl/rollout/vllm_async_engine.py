@@ -47,7 +47,6 @@ from scalerl.rollout.config import (
     THINK_END_TEXT,
     EngineConfig,
     check_request,
-    contains,
     encode_text,
     eos_token_ids,
     sample_seed,
@@ -189,17 +188,7 @@ class AsyncVLLMEngine(Engine):
         n = len(sample.token_ids)
         stopped = bool(sample.token_ids) and sample.token_ids[-1] in self.eos_ids
         if not (stopped or req.think_budget is None or n >= req.max_new_tokens):
-            sample.phase = 2  # phase 1 ran out of its thinking budget
-            if contains(sample.token_ids, self.think_end_ids):
-                budget = req.max_new_tokens - n
-            else:
-                k = len(self.interrupt_ids)
-                sample.token_ids.extend(self.interrupt_ids)
-                sample.logprobs.extend([0.0] * k)
-                sample.loss_mask.extend([False] * k)
-                sample.versions.extend([self.version] * k)
-                sample.interrupted = True
-                budget = req.answer_budget
+            budget = sample.start_answer(self.think_end_ids, self.interrupt_ids, self.version)
             if budget > 0:
                 await self._phase(sample, list(req.prompt_ids) + sample.token_ids, budget)
                 stopped = bool(sample.token_ids) and sample.token_ids[-1] in self.eos_ids

@@ -103,6 +103,23 @@ class _Sample:
     versions: list[int] = dataclasses.field(default_factory=list)
     interrupted: bool = False
 
+    def start_answer(self, think_end_ids: Sequence[int], interrupt_ids: Sequence[int],
+                     version: int) -> int:
+        """Phase 1 ran out of its thinking budget: enter phase 2 and return its token budget.
+        Thinking closed on its own: just continue to max_new_tokens; else append the
+        interruption text (masked out of the loss) and give the answer budget."""
+        self.phase = 2
+        req = self.request
+        if contains(self.token_ids, think_end_ids):
+            return req.max_new_tokens - len(self.token_ids)
+        k = len(interrupt_ids)
+        self.token_ids.extend(interrupt_ids)
+        self.logprobs.extend([0.0] * k)
+        self.loss_mask.extend([False] * k)
+        self.versions.extend([version] * k)
+        self.interrupted = True
+        return req.answer_budget
+
 
 class VLLMEngine(Engine):
     """The `Engine` contract on vLLM's in-process `LLMEngine`. See the module docstring."""
@@ -249,18 +266,7 @@ class VLLMEngine(Engine):
         if stopped or sample.phase == 2 or req.think_budget is None or n >= req.max_new_tokens:
             self._finish(sample, stopped)
             return
-        # phase 1 ran out of its thinking budget
-        sample.phase = 2
-        if contains(sample.token_ids, self.think_end_ids):
-            budget = req.max_new_tokens - n  # thinking closed on its own: just continue
-        else:
-            k = len(self.interrupt_ids)
-            sample.token_ids.extend(self.interrupt_ids)
-            sample.logprobs.extend([0.0] * k)
-            sample.loss_mask.extend([False] * k)
-            sample.versions.extend([self.version] * k)
-            sample.interrupted = True
-            budget = req.answer_budget
+        budget = sample.start_answer(self.think_end_ids, self.interrupt_ids, self.version)
         if budget <= 0:
             self._finish(sample, False)
             return

@@ -18,6 +18,18 @@ from pathlib import Path
 from typing import Any
 
 
+def swap_dir_in(tmp: Path, path: Path) -> None:
+    """Put the finished directory `tmp` at `path`: an existing `path` is moved aside first and
+    removed only after the rename, so `path` is always either the old or the new directory."""
+    old = None
+    if path.exists():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
+    os.replace(tmp, path)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
     """Yield a temp path next to `path`; rename it into place when the block succeeds."""
@@ -33,13 +45,7 @@ def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
     try:
         yield tmp
         if directory:
-            old = None
-            if path.exists():
-                old = path.with_name(f".{path.name}.old-{os.getpid()}")
-                os.replace(path, old)
-            os.replace(tmp, path)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
+            swap_dir_in(tmp, path)
         else:
             os.replace(tmp, path)
     except BaseException as err:

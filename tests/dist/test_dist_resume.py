@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rl"))
 from test_trainer_helpers import cache_dir, micro_base, run_config_dict  # noqa: E402
 
 from scalerl.rl import checkpoint as ckpt  # noqa: E402
+from scalerl.rl.rollout_log import read_rollouts  # noqa: E402
 from scalerl.rl.run_config import RunConfig  # noqa: E402
 from scalerl.rl.steps import read_steps  # noqa: E402
 from scalerl.rl.trainer import train_chunk  # noqa: E402
@@ -86,6 +87,11 @@ def test_two_ranks_sigkill_then_rerun_resumes(micro, tmp_path):
         assert resumed[col].tolist() == expected[col].tolist(), col
     for col in ("loss", "grad_norm", "entropy"):
         assert resumed[col].tolist() == pytest.approx(expected[col].tolist(), abs=1e-5), col
+    # rank 0 logs every sample, the steps before the kill kept across the resume
+    got, want = read_rollouts(out).to_pydict(), read_rollouts(ref).to_pydict()
+    assert len(set(got["step"])) == 6 and len(got["step"]) == len(want["step"])
+    for col in ("step", "trainer_version", "prompt_id", "reward", "correct", "filter_reason"):
+        assert got[col] == want[col], col
     from safetensors.torch import load_file
 
     a, b = load_file(str(out / "model.safetensors")), load_file(str(ref / "model.safetensors"))

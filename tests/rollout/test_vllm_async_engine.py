@@ -17,8 +17,7 @@ from engine_cases import (
     recompute,
 )
 
-from scalerl.models.config import ModelConfig
-from scalerl.models.loading import build_tiny_model, load_model, new_tiny_tokenizer, save_model_dir
+from scalerl.models.loading import new_tiny_tokenizer
 from scalerl.rollout.config import EngineConfig
 from scalerl.rollout.vllm_settings import VllmSettings
 
@@ -28,18 +27,6 @@ TOK = new_tiny_tokenizer()
 CFG = EngineConfig(backend="vllm", max_batch=32, interruption_text="</think>",
                    vllm=VllmSettings(kv_cache_mb=64, enforce_eager=True, max_model_len=256,
                                      inflight_updates="pause", seed_per_request=True))
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    save_model_dir(build_tiny_model(ModelConfig(name="tiny-s", seed=1)), new_tiny_tokenizer(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def model(model_dir):
-    return load_model(model_dir, ModelConfig(name=str(model_dir)))
 
 
 @pytest.fixture(scope="module")

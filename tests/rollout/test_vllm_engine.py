@@ -36,18 +36,6 @@ CFG = EngineConfig(backend="vllm", max_batch=32, vllm_kv_cache_mb=64, interrupti
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    save_model_dir(build_tiny_model(ModelConfig(name="tiny-s", seed=1)), new_tiny_tokenizer(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def model(model_dir):
-    return load_model(model_dir, ModelConfig(name=str(model_dir)))
-
-
-@pytest.fixture(scope="module")
 def engine(model_dir):
     from scalerl.rollout.vllm_engine import VLLMEngine
 

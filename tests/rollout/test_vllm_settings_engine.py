@@ -13,9 +13,7 @@ from scalerl.models.config import ModelConfig
 from scalerl.models.loading import (
     build_tiny_model,
     format_prompt,
-    load_model,
     new_tiny_tokenizer,
-    save_model_dir,
 )
 from scalerl.rollout.base import Request
 from scalerl.rollout.config import EngineConfig, RequestError
@@ -27,18 +25,6 @@ TOK = new_tiny_tokenizer()
 SETTINGS = VllmSettings(max_model_len=400, kv_cache_mb=64, enforce_eager=True,
                         enable_prefix_caching=True, seed=7)
 CFG = EngineConfig(backend="vllm", max_batch=32, interruption_text="</think>", vllm=SETTINGS)
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny")
-    save_model_dir(build_tiny_model(ModelConfig(name="tiny-s", seed=1)), new_tiny_tokenizer(), path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def model(model_dir):
-    return load_model(model_dir, ModelConfig(name=str(model_dir)))
 
 
 @pytest.fixture(scope="module")
