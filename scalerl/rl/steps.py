@@ -25,6 +25,15 @@ Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
     lr                          learning rate used by this step
     padding_fraction            padding share of the trainer's micro-batch tokens (rows ×
                                 longest row per micro-batch; 0 when nothing was trained)
+    time_*_s                    wall-clock seconds of the step's phases in the trainer process
+                                (`TIME_COLUMNS`; NaN where not measured, e.g. data-parallel
+                                ranks): time_generate_s in-process generation (on-policy,
+                                PPO; 0 for PipelineRL), time_wait_s the trainer blocked on the
+                                PipelineRL generators (0 in-process), time_grade_s verdicts,
+                                time_batch_s rewards + filter + advantages + tensors + the
+                                rollout log, time_logprob_s trainer log-probabilities (forward),
+                                time_backward_s loss + backward, time_optimizer_s grad clip +
+                                AdamW + LR step, time_push_s new weights to the generators
 
 The file's schema metadata carries the config hash and the scalerl version.
 
@@ -42,7 +51,7 @@ import pyarrow.parquet as pq
 
 from scalerl.utils.io import atomic_path
 
-__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "read_steps", "write_steps"]
+__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "TIME_COLUMNS", "read_steps", "write_steps"]
 
 _INT = {"chunk": pa.int32(), "step": pa.int64(), "tokens": pa.int64(),
         "npr_retired": pa.int64(), "staleness_max": pa.int32()}
@@ -53,6 +62,9 @@ STEP_COLUMNS = (
     "staleness_mean", "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr",
     "padding_fraction",
 )
+TIME_COLUMNS = ("time_generate_s", "time_wait_s", "time_grade_s", "time_batch_s",
+                "time_logprob_s", "time_backward_s", "time_optimizer_s", "time_push_s")
+STEP_COLUMNS = STEP_COLUMNS + TIME_COLUMNS
 STEPS_SCHEMA = pa.schema([
     pa.field(name, pa.string() if name == "run" else _INT.get(name, pa.float64()),
              nullable=False)

@@ -18,7 +18,8 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
 5. new weights to the generators; a steps row (`scalerl.rl.steps`) with compute
    (`scalerl.rl.compute`), rates, loss statistics, staleness and throughput; progress on
    stderr; the sample rows (`scalerl.rl.rollout_log`, `rollouts.parquet`) and, with a
-   `tracking` backend, the steps row to W&B/MLflow/TensorBoard (`scalerl.tracking`).
+   `tracking` backend, the steps row to W&B/MLflow/TensorBoard (`scalerl.tracking`). The
+   row's time_* columns split the step's wall-clock into its phases (`scalerl.rl.steps`).
 
 Threads and devices: on CPU the cores are split evenly between the trainer and the generator
 processes (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes take them
@@ -63,7 +64,7 @@ from scalerl.rl.batch import assemble_batch
 from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
-from scalerl.rl.steps import STEP_COLUMNS, write_steps
+from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.tracking import make_tracker
@@ -376,11 +377,15 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     gen_prev = run.rollouts.gen_stats()
     line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
                         chunk_end - first_step)  # one updating line on a terminal
+    pipeline = recipe.off_policy == "pipeline"
     while run.step < chunk_end:
+        t0 = time.perf_counter()
         completions = run.rollouts.next_batch(run.step)
+        t1 = time.perf_counter()
         scores = grade(completions, source, workers=threads)
         verdicts = [s.correct for s in scores]
         retired = source.update([c.request.prompt_id for c in completions], verdicts)
+        t2 = time.perf_counter()
         batch, stats = assemble_batch(completions, verdicts, recipe, run.step,
                                       pad_id=run.tokenizer.pad_token_id or 0)
         run.rollout_log.add(run.step, completions, rewards=stats.rewards, correct=verdicts,
@@ -392,8 +397,12 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
                                  step=run.step + 1, numerics=numerics)
         train_s = time.perf_counter() - t_train
         run.step += 1
+        t_push = time.perf_counter()
         run.rollouts.after_step(lambda: run.model.state_dict(), run.step)
         now = time.perf_counter()
+        timing = {"generate_s": 0.0 if pipeline else t1 - t0,
+                  "wait_s": t1 - t0 if pipeline else 0.0, "grade_s": t2 - t1,
+                  "batch_s": t_train - t2, **metrics["timing"], "push_s": now - t_push}
         run.compute.add_step(wall_seconds=now - last_end, prompt_tokens=stats.prompt_tokens,
                              completion_tokens=stats.completion_tokens,
                              trained_tokens=metrics["trained_tokens"])
@@ -402,7 +411,8 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         busy = gen_now[1] - gen_prev[1]  # no decoding since the last step (PPO): NaN
         gen_tps = (gen_now[0] - gen_prev[0]) / busy if busy > 0 else float("nan")
         gen_prev = gen_now
-        row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9))
+        row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9),
+                   timing)
         run.rows.append(row)
         run.tracker.log_step(row, step=run.step, flops=row["compute_flops"],
                              device_hours=row["compute_device_hours"])
@@ -446,8 +456,13 @@ def _nth_engine(engine_cfg: Any, cfg: RunConfig, index: int) -> Any:
     return engine_cfg.replace(vllm={"seed": cfg.vllm.engine_seed(cfg.seed, index)})
 
 
-def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float) -> dict:
+def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: float,
+         timing: Mapping[str, float] | None = None) -> dict:
+    """The steps.parquet row; `timing` (phase → seconds, the time_* columns without their
+    prefix and suffix) may be absent or partial: NaN for what it does not give."""
     compute = run.compute
+    timing = timing or {}
+    times = {col: float(timing.get(col[len("time_"):], float("nan"))) for col in TIME_COLUMNS}
     return {
         "run": run.cfg.run, "chunk": run.chunk, "step": run.step,
         "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
@@ -459,5 +474,5 @@ def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: floa
         "is_ratio_mean": metrics["is_ratio_mean"], "clip_fraction": metrics["clip_fraction"],
         "staleness_mean": stats.staleness_mean, "staleness_max": stats.staleness_max,
         "gen_tokens_per_s": gen_tps, "train_tokens_per_s": train_tps, "lr": metrics["lr"],
-        "padding_fraction": metrics["padding_fraction"],
+        "padding_fraction": metrics["padding_fraction"], **times,
     }

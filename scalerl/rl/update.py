@@ -17,6 +17,10 @@
 3. the recipe's loss (`scalerl.rl.losses.compute_loss`), backward, global grad-norm clipping
    (`OptimizerConfig.grad_clip`), AdamW step and the LR schedule step.
 
+The returned metrics carry `timing`: wall-clock seconds of the log-probability forwards
+(`logprob_s`), loss + backward (`backward_s`) and clip + AdamW + LR step (`optimizer_s`),
+summed over the micro-batches (steps.parquet's time_* columns).
+
 Mixed precision (`StepNumerics`): parameters, gradients and AdamW state stay in
 `param_dtype` (float32: the master weights), the body's forward/backward runs under
 `torch.autocast(compute_dtype)` when that is lower, and the LM head + log-softmax always in
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -172,11 +177,14 @@ def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.zero_grad(set_to_none=True)
     if batch is None:  # every prompt was zero-variance: nothing to learn from this step
+        t0 = time.perf_counter()
         optimizer.step()  # no parameter has a gradient: AdamW leaves them all untouched
         scheduler.step()
+        timing = {"logprob_s": 0.0, "backward_s": 0.0, "optimizer_s": time.perf_counter() - t0}
         return {"loss": 0.0, "grad_norm": 0.0, "entropy": float("nan"),
                 "is_ratio_mean": float("nan"), "clip_fraction": float("nan"), "lr": lr,
-                "trained_tokens": 0, "micro_batches": 0, "padding_fraction": 0.0}
+                "trained_tokens": 0, "micro_batches": 0, "padding_fraction": 0.0,
+                "timing": timing}
     if numerics is None:
         numerics = _AS_BEFORE
     else:
@@ -186,9 +194,11 @@ def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe
     normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
     chunk = numerics.logprob_chunk_tokens
     loss_total, ent_sum, ratio_sum, clip_sum, n_tok = 0.0, 0.0, 0.0, 0.0, 0
+    t_logprob = t_backward = 0.0
     model.train()
     with training_checkpointing(model, numerics.gradient_checkpointing):
         for mb in parts:
+            t0 = time.perf_counter()
             mb = mb.to(device)
             with step_precision(model, numerics):
                 logp, entropy = sequence_logprobs(  # [N, L], [N, L]
@@ -198,17 +208,21 @@ def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe
             if not torch.isfinite(logp.detach()[mb.loss_mask]).all():
                 raise NonFiniteError(f"step {step}: the trainer's log-probabilities are "
                                      "non-finite (NaN/inf in the model's weights or activations)")
+            t1 = time.perf_counter()
+            t_logprob += t1 - t0
             out = compute_loss(LossInputs(logp, mb.gen_logprobs, mb.advantages, mb.loss_mask,
                                           mb.group_ids), recipe.loss, normalizer=normalizer)
             if not torch.isfinite(out.loss):
                 raise NonFiniteError(f"step {step}: the loss is {float(out.loss)} (non-finite)")
             out.loss.backward()
+            t_backward += time.perf_counter() - t1
             tokens = int(mb.loss_mask.sum())
             loss_total += float(out.loss.detach())
             ent_sum += float(entropy[mb.loss_mask].sum())
             ratio_sum += out.metrics["is_ratio_mean"] * tokens
             clip_sum += out.metrics["clip_fraction"] * tokens
             n_tok += tokens
+    t0 = time.perf_counter()
     params = [p for p in model.parameters() if p.grad is not None]
     max_norm = recipe.optimizer.grad_clip or float("inf")
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
@@ -220,11 +234,13 @@ def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe
     optimizer.step()
     scheduler.step()
     model.eval()
+    timing = {"logprob_s": t_logprob, "backward_s": t_backward,
+              "optimizer_s": time.perf_counter() - t0}
     return {"loss": loss_total, "grad_norm": grad_norm, "entropy": ent_sum / max(1, n_tok),
             "is_ratio_mean": ratio_sum / max(1, n_tok),
             "clip_fraction": clip_sum / max(1, n_tok), "lr": lr,
             "trained_tokens": batch.n_tokens, "micro_batches": len(parts),
-            "padding_fraction": padding_fraction(parts)}
+            "padding_fraction": padding_fraction(parts), "timing": timing}
 
 
 def make_optimizer(model, recipe: Any) -> tuple[torch.optim.Optimizer, Any]:

@@ -69,6 +69,8 @@ def _step(aggregation: str, numerics: StepNumerics | None):
 def test_token_budget_step_equals_the_whole_batch_step(aggregation):
     ref, ref_grads = _step(aggregation, None)
     assert (ref["micro_batches"], ref["padding_fraction"]) == (1, pytest.approx(27 / 72))
+    assert set(ref["timing"]) == {"logprob_s", "backward_s", "optimizer_s"}
+    assert all(v >= 0 for v in ref["timing"].values())
     for numerics in (StepNumerics(micro_batch_tokens=20),
                      StepNumerics(micro_batch_tokens=20, logprob_chunk_tokens=3)):
         out, grads = _step(aggregation, numerics)

@@ -18,7 +18,7 @@ from scalerl.rl.batch import assemble_batch
 from scalerl.rl.recipe import list_presets, recipe_from_preset
 from scalerl.rl.rollout_log import read_rollouts
 from scalerl.rl.run_config import RunConfig
-from scalerl.rl.steps import STEP_COLUMNS, read_steps
+from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, read_steps
 from scalerl.rl.trainer import NonFiniteError, optimizer_step, train_chunk
 from scalerl.rollout.base import Completion, Request
 
@@ -318,3 +318,18 @@ def test_generators_get_their_own_gpus_when_there_are_enough(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # not enough: share cuda:0
     assert resolve_devices(cfg, pipeline=True) == ("cuda:0", [{}, {}], 1)
     assert resolve_devices(cfg, pipeline=False) == ("cuda:0", [], 1)
+
+
+def test_steps_rows_time_the_phases_of_a_step(micro, tmp_path):
+    """time_* columns: every phase measured, on-policy generates in-process (no waiting), and
+    the phases add up to no more than the step's wall-clock."""
+    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy",
+                                                          "prompts_per_step": 4}})
+    _train(micro, tmp_path, cfg)
+    frame = read_steps(tmp_path / "out" / "steps.parquet")
+    times = frame[list(TIME_COLUMNS)]
+    assert times.notna().all().all() and (times >= 0).all().all()
+    assert (frame["time_generate_s"] > 0).all() and (frame["time_wait_s"] == 0).all()
+    assert (frame["time_optimizer_s"] > 0).all()
+    wall = frame["compute_device_hours"].diff().fillna(frame["compute_device_hours"]) * 3600
+    assert (times.sum(axis=1) <= wall + 1e-6).all()
