@@ -51,7 +51,8 @@ import pyarrow.parquet as pq
 
 from scalerl.utils.io import atomic_path
 
-__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "TIME_COLUMNS", "read_steps", "write_steps"]
+__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "TIME_COLUMNS", "read_steps", "with_time_columns",
+           "write_steps"]
 
 _INT = {"chunk": pa.int32(), "step": pa.int64(), "tokens": pa.int64(),
         "npr_retired": pa.int64(), "staleness_max": pa.int32()}
@@ -92,10 +93,21 @@ def write_steps(rows: Sequence[dict[str, Any]], path: str | Path, cfg: Any = Non
     return path
 
 
+def with_time_columns(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with the time_* columns it lacks as NaN (rows of a scalerl from before them,
+    e.g. in a partial save being resumed)."""
+    return {**{col: float("nan") for col in TIME_COLUMNS}, **row}
+
+
 def read_steps(path: str | Path):
-    """steps.parquet as a pandas DataFrame (columns checked)."""
+    """steps.parquet as a pandas DataFrame (columns checked; time_* columns that a file
+    from before them lacks read as NaN)."""
     table = pq.read_table(path)
-    missing = [c for c in STEP_COLUMNS if c not in table.column_names]
+    missing = [c for c in STEP_COLUMNS if c not in table.column_names and c not in TIME_COLUMNS]
     if missing:
         raise ValueError(f"{path}: missing steps column(s) {missing}")
-    return table.to_pandas()
+    df = table.to_pandas()
+    for col in TIME_COLUMNS:
+        if col not in df.columns:
+            df[col] = float("nan")
+    return df

@@ -64,7 +64,7 @@ from scalerl.rl.batch import assemble_batch
 from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
-from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, write_steps
+from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, with_time_columns, write_steps
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.tracking import make_tracker
@@ -208,7 +208,7 @@ class _Chunk:
         self.compute.load_state_dict(state["compute"])
         self.step = int(state["step"])
         self.chunk_start = int(state["chunk_start"]) if resumed else self.step
-        self.rows = list(state["rows"]) if resumed else []
+        self.rows = [with_time_columns(r) for r in state["rows"]] if resumed else []
         return dict(state["rollouts"])
 
     def state_and_summary(self, *, partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -80,3 +80,24 @@ def test_steps_parquet_schema(tmp_path):
     assert frame["step"].tolist() == [1, 2] and str(frame["staleness_max"].dtype) == "int32"
     with pytest.raises(ValueError, match="differ from STEP_COLUMNS"):
         write_steps([{**row, "extra": 1}], tmp_path / "bad.parquet")
+
+
+def test_steps_of_a_scalerl_from_before_the_time_columns(tmp_path):
+    """A steps.parquet, or a partial save's rows, without the time_* columns: NaN, not an
+    error (a chunk resumed across the upgrade still writes its steps.parquet)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from scalerl.rl.steps import TIME_COLUMNS, with_time_columns
+
+    old = {c: 0.5 for c in STEP_COLUMNS if c not in TIME_COLUMNS}
+    old.update(run="r", chunk=0, step=1, tokens=10, npr_retired=0, staleness_max=2)
+    pq.write_table(pa.Table.from_pylist([old]), tmp_path / "old.parquet")
+    frame = read_steps(tmp_path / "old.parquet")
+    assert frame[list(TIME_COLUMNS)].isna().all().all() and frame["step"].tolist() == [1]
+    write_steps([with_time_columns(old)], tmp_path / "new.parquet")  # the resumed chunk's rows
+    assert read_steps(tmp_path / "new.parquet")["time_grade_s"].isna().all()
+    with pytest.raises(ValueError, match=r"missing steps column\(s\) \['loss'\]"):
+        pq.write_table(pa.Table.from_pylist([{k: v for k, v in old.items() if k != "loss"}]),
+                       tmp_path / "broken.parquet")
+        read_steps(tmp_path / "broken.parquet")
