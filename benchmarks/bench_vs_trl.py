@@ -13,7 +13,12 @@ LR, no warmup) and reward (scalerl's math verifier, +1 / −1, as TRL's reward f
   TRL has no such filter);
 - ``onpolicy``: the same with the zero-variance filter on (the ScaleRL recipe);
 - ``pipeline``: PipelineRL-k (`--max-lag`), one generator process + the trainer, threads
-  split between them, filter on; ``pipeline-nofilter`` with the filter off.
+  split between them, filter on; ``pipeline-nofilter`` with the filter off;
+- any scalerl set-up with ``+bucketed`` appended (``onpolicy-nofilter+bucketed``...): the same
+  with length-bucketed micro-batches (`micro_batch_tokens: --micro-batch-tokens`: sequences
+  sorted by length and cut into micro-batches of at most that many padded tokens, so a short
+  sequence is no longer padded to the batch's longest; the loss and gradients are those of the
+  whole batch, `scalerl.rl.update`). TRL pads every sequence of the step to the longest.
 
 Every set-up runs in a fresh process per repeat, and the repeats are interleaved (set-up
 order rotates each repeat). Reported per set-up (median over repeats): episodes (= samples)
@@ -57,6 +62,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUPS = ("trl", "onpolicy-nofilter", "onpolicy", "pipeline", "pipeline-nofilter")
+BUCKETED = "+bucketed"  # suffix of a scalerl set-up: length-bucketed micro-batches
 PHASES = ("generate", "wait", "grade", "batch", "logprob", "backward", "optimizer", "push")
 
 
@@ -82,12 +88,14 @@ def default_inputs(work: Path) -> tuple[Path, Path]:
 def run_config(args, setup: str, base: Path, prompts: Path) -> dict:
     """The scalerl RunConfig of a set-up (see the module docstring)."""
     pipeline = setup.startswith("pipeline")
+    bucketed = setup.endswith(BUCKETED)
+    setup = setup.removesuffix(BUCKETED)
     return {
         "run": f"bench-{setup}", "seed": args.seed, "base": str(base), "prompts": str(prompts),
         "steps_per_chunk": args.steps, "save_every": 0, "task_weights": {"math": 1.0},
         "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "engine": "hf",
         "device": "cpu", "threads": max(1, args.threads // 2) if pipeline else args.threads,
-        "generators": 1,
+        "generators": 1, "micro_batch_tokens": args.micro_batch_tokens if bucketed else 0,
         "recipe": {"preset": "scalerl", "overrides": {
             "off_policy": "pipeline" if pipeline else "on-policy", "max_lag": args.max_lag,
             "prompts_per_step": args.prompts_per_step,
@@ -126,7 +134,7 @@ def run_scalerl(args, setup: str, base: Path, prompts: Path, out: Path) -> dict:
     return {"step_s": step_s, "process_s": wall,
             "mean_len": float(rollouts["n_tokens"].mean()),
             "pass_rate": steps["pass_rate"].tolist(),
-            "kept": ([1.0] * len(steps) if setup.endswith("nofilter")
+            "kept": ([1.0] * len(steps) if setup.removesuffix(BUCKETED).endswith("nofilter")
                      else (1 - steps["zero_variance_fraction"]).tolist()),
             "phases": {p: steps[f"time_{p}_s"].tolist() for p in PHASES}}
 
@@ -313,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--eps-max", type=float, default=4.0)
     p.add_argument("--max-lag", type=int, default=8)
+    p.add_argument("--micro-batch-tokens", type=int, default=512,
+                   help="padded-token budget per micro-batch of the +bucketed set-ups")
     p.add_argument("--worker", choices=("trl",), help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -320,9 +330,11 @@ def main(argv: list[str] | None = None) -> int:
         trl_worker(args)
         return 0
     setups = args.setups.split(",")
-    unknown = sorted(set(setups) - set(SETUPS))
+    unknown = sorted({s for s in setups if s.removesuffix(BUCKETED) not in SETUPS
+                      or s == "trl" + BUCKETED})
     if unknown:
-        p.error(f"unknown set-up(s) {unknown}; choose from {', '.join(SETUPS)}")
+        p.error(f"unknown set-up(s) {unknown}; choose from {', '.join(SETUPS)} (scalerl ones "
+                f"optionally with {BUCKETED})")
     if (args.base is None) != (args.prompts is None):
         p.error("give both --base and --prompts, or neither")
     base, prompts = ((args.base, args.prompts) if args.base
