@@ -3,8 +3,8 @@
 For each trial (seeded RNG): a fresh results directory, a target stage (data, base, train,
 eval, fit, report, or a checkpoint write = a `.partial` / `*.tmp-*` directory appearing),
 `snakemake` started in its own session, waited on until the stage's log (or the temp dir)
-appears plus a random delay, then `os.killpg(pgid, SIGKILL)`; the same command is rerun to
-completion and the trial checks:
+appears plus a random delay, then `os.killpg(pgid, SIGKILL)`; `--unlock` (the kill leaves snakemake's lock), then the same
+command is rerun to completion and the trial checks:
 
 - the rerun exits 0;
 - every output passes its schema reader (`check_sweep_outputs` of the end-to-end test, plus
@@ -81,7 +81,9 @@ def snakemake_cmd(workdir: Path, configfile: Path) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    """OMP_NUM_THREADS=1, this checkout's package, this interpreter's `scalerl` script."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "PATH": path}
 
 
 def stage_marker(workdir: Path, stage: str, chunk: int) -> Iterable[Path]:
@@ -188,7 +190,12 @@ def run_trial(index: int, stage: str, rng: random.Random, base: Path, config: Pa
     delay = 0.0 if stage == "checkpoint_write" else rng.uniform(0.0, 3.0)
     start = time.monotonic()
     killed, saved = run_and_kill(workdir, cmd, stage, chunk, delay)
-    rerun = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=1800)
+    # SIGKILL leaves snakemake's lock in .snakemake/locks: `--unlock` (what its error message
+    # tells a user to run) before the same command again.
+    subprocess.run([*cmd, "--unlock"], capture_output=True, env=_env(), timeout=300)
+    with open(workdir / "rerun.log", "w") as log:
+        rerun = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(),
+                               timeout=1800)
     record = {"trial": index, "mode": mode, "stage": stage, "chunk": chunk, "delay_s": round(delay, 2),
               "killed": killed, "partial_saves_at_kill": saved, "rerun_rc": rerun.returncode}
     try:
