@@ -1,5 +1,6 @@
-"""benchmarks/fault_injection.py: its accounting flags lost/duplicated prompts (fast), and two
-seeded SIGKILL trials of the tiny workflow (mid-chunk train save, eval) resume cleanly (slow)."""
+"""benchmarks/fault_injection.py: its accounting flags lost/duplicated prompts (fast), and a
+seeded SIGKILL trial of the tiny workflow (as a mid-chunk train save is written) resumes
+cleanly (slow)."""
 
 import importlib.util
 from pathlib import Path
@@ -35,12 +36,14 @@ def test_pipeline_accounting_flags_stale_missing_and_extra_samples():
 
 
 @pytest.mark.slow
-def test_sigkill_mid_chunk_and_during_eval_resume_cleanly(tmp_path):
-    summary = fault_injection.run_benchmark(2, seed=0, out=tmp_path,
-                                            stages=["checkpoint_write", "eval"])
+def test_sigkill_during_a_checkpoint_write_resumes_cleanly(tmp_path):
+    """One trial (reference run + kill + rerun: ~6 min on 2 cores); the benchmark runs more."""
+    summary = fault_injection.run_benchmark(1, seed=0, out=tmp_path,
+                                            stages=["checkpoint_write"])
     failures = [r for r in summary["records"] if not r["resumed_cleanly"]]
     assert not failures, failures
-    assert summary["outputs_verified"] == 2
+    assert summary["outputs_verified"] == 1
     assert summary["prompts_lost_or_duplicated"] == 0
     assert summary["recomputed_steps_beyond_last_save"] == 0
     assert summary["faults_by_stage"], "no trial killed the run"
+    assert summary["records"][0]["partial_saves_at_kill"], "killed before any save: no resume tested"
