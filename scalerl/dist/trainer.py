@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from scalerl.config import ConfigError, config_hash
+from scalerl.config import ConfigError
 from scalerl.dist.batch import assemble_local_batch, rank_share
 from scalerl.dist.checkpoint import full_state_dict, load_sharded_state, write_sharded_checkpoint
 from scalerl.dist.env import DistEnv, init_distributed
@@ -43,9 +43,7 @@ from scalerl.dist.shard import shard_policy
 from scalerl.dist.step import distributed_optimizer_step
 from scalerl.rl.batch import assemble_batch
 from scalerl.rl.compute import ComputeCounter, count_flop_params
-from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
-from scalerl.rl.steps import write_steps
 from scalerl.rl.update import make_optimizer
 from scalerl.utils.log import eta_seconds, format_seconds, progress
 
@@ -108,9 +106,6 @@ def train_chunk_distributed(cfg: RunConfig, *, chunk: int, init: str | Path, pro
                         scheduler, source, RequestFactory(source, recipe, cap, cfg.seed),
                         ComputeCounter(n_params=n_params, n_devices=n_devices),
                         [])
-    if env.is_main:  # rollouts.parquet: rank 0 sees every sample
-        run.rollout_log = RolloutLog(cfg.rollouts, run=cfg.run, chunk=chunk,
-                                     config_hash=config_hash(cfg))
     if state is None:
         single._seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
@@ -119,9 +114,8 @@ def train_chunk_distributed(cfg: RunConfig, *, chunk: int, init: str | Path, pro
             state = {**state, "optimizer": optimizer.state_dict()}  # the shards come from DCP
         rollout_state = run.load(state, resumed)
         load_sharded_state(load_from, policy, optimizer)
-        if resumed and env.is_main:
-            run.rollout_log.load(partial, up_to_step=run.step)
-    if env.is_main:
+    if env.is_main:  # rollouts.parquet: rank 0 sees every sample
+        run.open_rollout_log(partial if resumed else None)
         run.rollouts = single._make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts,
                                              str(env.device), gen_envs, threads, rollout_state)
         origin = "resuming a partial save" if resumed else f"from {load_from}"
@@ -154,19 +148,15 @@ def _generator_devices(env: DistEnv, n_gen: int) -> tuple[list[dict[str, str]], 
 
 
 def _save(run, env: DistEnv, policy, path: Path, *, partial: bool) -> None:
-    cfg = run.cfg
     state: dict[str, Any] = {}
     summary: dict[str, Any] = {}
     extra = None
     if env.is_main:  # the optimizer state goes into DCP, sharded
         state, summary = run.state_and_summary(partial=partial)
         summary["trainer_ranks"] = env.world_size
-        rows, rollout_log = run.rows, run.rollout_log
 
-        def extra(tmp: Path) -> None:  # as the single-process trainer's save
-            rollout_log.write(tmp)
-            if not partial:
-                write_steps(rows, tmp / "steps.parquet", cfg)
+        def extra(tmp: Path) -> None:
+            run.write_outputs(tmp, partial=partial)
     write_sharded_checkpoint(path, policy=policy, optimizer=run.optimizer,
                              tokenizer=run.tokenizer, state=state, summary=summary, extra=extra)
 
@@ -189,10 +179,7 @@ def _loop(run, env: DistEnv, policy, recipe: Any, chunk_end: int, threads: int,
             verdicts = [s.correct for s in grade(completions, source, workers=threads)]
             retired = source.update([c.request.prompt_id for c in completions], verdicts)
             _, stats = assemble_batch(completions, verdicts, recipe, run.step, pad_id)
-            run.rollout_log.add(run.step, completions, rewards=stats.rewards, correct=verdicts,
-                                kept=stats.kept, npr_retired=retired,
-                                tasks=[source.row(c.request.prompt_id)["task"]
-                                       for c in completions])
+            run.log_samples(completions, verdicts, stats, retired)
             payload = (completions, verdicts)
         completions, verdicts = _broadcast(payload)
         mine, my_verdicts = rank_share(completions, verdicts, env.rank, env.world_size)

@@ -229,18 +229,35 @@ class _Chunk:
                    "config_hash": config_hash(cfg), "partial": partial}
         return state, summary
 
+    def open_rollout_log(self, resumed_from: Path | None) -> None:
+        """Start this chunk's rollouts.parquet rows; a resumed chunk keeps the rows of its
+        partial save up to the saved step."""
+        self.rollout_log = RolloutLog(self.cfg.rollouts, run=self.cfg.run, chunk=self.chunk,
+                                      config_hash=config_hash(self.cfg))
+        if resumed_from is not None:
+            self.rollout_log.load(resumed_from, up_to_step=self.step)
+
+    def log_samples(self, completions: Sequence[Any], verdicts: Sequence[bool], stats: Any,
+                    retired: Any) -> None:
+        """The step's rollouts.parquet rows (`stats`: the full batch's BatchStats)."""
+        self.rollout_log.add(self.step, completions, rewards=stats.rewards, correct=verdicts,
+                             kept=stats.kept, npr_retired=retired,
+                             tasks=[self.source.row(c.request.prompt_id)["task"]
+                                    for c in completions])
+
+    def write_outputs(self, tmp: Path, *, partial: bool) -> None:
+        """The files beside the weights and state: rollouts in partial saves too (a resumed
+        chunk keeps them), steps.parquet in the final one."""
+        self.rollout_log.write(tmp)
+        if not partial:
+            write_steps(self.rows, tmp / "steps.parquet", self.cfg)
+
     def save(self, path: Path, *, partial: bool) -> None:
-        cfg = self.cfg
         state, summary = self.state_and_summary(partial=partial)
         state["optimizer"] = self.optimizer.state_dict()
-        rows, rollout_log = self.rows, self.rollout_log
-
-        def extra(tmp: Path) -> None:  # rollouts in partial saves too: a resumed chunk keeps them
-            rollout_log.write(tmp)
-            if not partial:
-                write_steps(rows, tmp / "steps.parquet", cfg)
         ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
-                              summary=summary, extra=extra)
+                              summary=summary,
+                              extra=lambda tmp: self.write_outputs(tmp, partial=partial))
 
 
 def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
@@ -294,15 +311,12 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     run = _Chunk(cfg, chunk, str(init.resolve()), 0, 0, model, tokenizer, optimizer, scheduler,
                  source, RequestFactory(source, recipe, cap, cfg.seed),
                  ComputeCounter(n_params=count_flop_params(model), n_devices=n_devices), [])
-    run.rollout_log = RolloutLog(cfg.rollouts, run=cfg.run, chunk=chunk,
-                                 config_hash=config_hash(cfg))
     if state is None:
         _seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
     else:
         rollout_state = run.load(state, resumed)
-        if resumed:
-            run.rollout_log.load(partial, up_to_step=run.step)
+    run.open_rollout_log(partial if resumed else None)
     run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, device,
                                   gen_envs, threads, rollout_state)
     chunk_end = run.chunk_start + steps
@@ -388,9 +402,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         t2 = time.perf_counter()
         batch, stats = assemble_batch(completions, verdicts, recipe, run.step,
                                       pad_id=run.tokenizer.pad_token_id or 0)
-        run.rollout_log.add(run.step, completions, rewards=stats.rewards, correct=verdicts,
-                            kept=stats.kept, npr_retired=retired,
-                            tasks=[source.row(c.request.prompt_id)["task"] for c in completions])
+        run.log_samples(completions, verdicts, stats, retired)
         t_train = time.perf_counter()
         metrics = optimizer_step(run.model, run.optimizer, run.scheduler, batch, recipe,
                                  temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,
