@@ -157,13 +157,18 @@ def on_policy_discrepancy(rows: Iterable[Mapping], reference: Iterable[Mapping])
     return {"lost": sum((want - got).values()), "duplicated": sum((got - want).values())}
 
 
-def pipeline_discrepancy(rows: Iterable[Mapping], max_lag: int, per_step: int) -> dict:
-    """Pipeline mode: rows staler than `max_lag`, and samples missing/extra per step."""
+def pipeline_discrepancy(rows: Iterable[Mapping], max_lag: int, per_step: int,
+                         steps: Iterable[int] | None = None) -> dict:
+    """Pipeline mode: rows staler than `max_lag`, and samples missing/extra per step (`steps`:
+    the steps the chunk must have, e.g. its reference's, so a step with no rows counts as
+    lost; default the steps present)."""
     rows = list(rows)
     counts = Counter(r["step"] for r in rows)
+    expected = set(counts if steps is None else steps)
     return {"too_stale": sum(r["staleness"] > max_lag for r in rows),
-            "lost": sum(max(per_step - n, 0) for n in counts.values()),
-            "duplicated": sum(max(n - per_step, 0) for n in counts.values())}
+            "lost": sum(max(per_step - counts.get(s, 0), 0) for s in expected),
+            "duplicated": sum(max(n - (per_step if s in expected else 0), 0)
+                              for s, n in counts.items())}
 
 
 def recomputed_steps(workdir: Path, saved: Mapping[int, int]) -> int:
@@ -209,10 +214,9 @@ def run_trial(index: int, stage: str, rng: random.Random, base: Path, config: Pa
     for k, ref in reference.items():
         if mode == "pipeline":
             per_step = Counter(r["step"] for r in ref).most_common(1)[0][1]
-            diff = pipeline_discrepancy(rows.get(k, []), MAX_LAG, per_step)
+            diff = pipeline_discrepancy(rows.get(k, []), MAX_LAG, per_step,
+                                        steps={r["step"] for r in ref})
             stale += diff["too_stale"]
-            if not rows.get(k):
-                diff["lost"] += len(ref)
         else:
             diff = on_policy_discrepancy(rows.get(k, []), ref)
         lost, dup = lost + diff["lost"], dup + diff["duplicated"]

@@ -33,6 +33,13 @@ def test_pipeline_accounting_flags_stale_missing_and_extra_samples():
     assert fault_injection.pipeline_discrepancy(rows, max_lag=2, per_step=2) == {
         "too_stale": 2, "lost": 0, "duplicated": 1}
     assert fault_injection.pipeline_discrepancy(rows[:3], max_lag=2, per_step=2)["lost"] == 1
+    # against the reference's steps: a step with no rows at all is lost, one not expected extra
+    only_step_1 = _rows([(1, "a"), (1, "b")])
+    assert fault_injection.pipeline_discrepancy(only_step_1, max_lag=2, per_step=2,
+                                                steps={1, 2, 3})["lost"] == 4
+    assert fault_injection.pipeline_discrepancy(rows[:3], max_lag=2, per_step=2,
+                                                steps={1}) == {
+        "too_stale": 0, "lost": 0, "duplicated": 1}
 
 
 @pytest.mark.slow
