@@ -1,16 +1,28 @@
 """Fault injection: SIGKILL the tiny workflow's snakemake process group, restart, verify.
 
 For each trial (seeded RNG): a fresh results directory, a target stage (data, base, train,
-eval, fit, report, or a checkpoint write = a `.partial` / `*.tmp-*` directory appearing),
-`snakemake` started in its own session, waited on until the stage's log (or the temp dir)
-appears plus a random delay, then `os.killpg(pgid, SIGKILL)`; `--unlock` (the kill leaves snakemake's lock), then the same
-command is rerun to completion and the trial checks:
+eval, fit, report, or a checkpoint write), `snakemake` started in its own session, then
+`os.killpg(pgid, SIGKILL)`; `--unlock` (the kill leaves snakemake's lock), then the same command
+is rerun to completion. When the kill lands:
+
+- a stage: once the stage's log appears, plus a seeded random delay (where the kill lands in the
+  stage depends on the machine's speed: the record says what was there at the kill);
+- a checkpoint write: exactly in the middle of the chunk's `save_at`-th intra-chunk save
+  (seeded, >= 2), when the save before it is complete on disk. The trainer runs with the
+  failpoint `checkpoint_write:chunk<k>.partial@<save_at>=stop` (`scalerl.utils.failpoints`): it
+  freezes itself (SIGSTOP) after writing that save's model weights into the temporary directory;
+  the harness waits until it sees the stopped process in /proc and kills the group (and every
+  descendant, as trainer ranks run in sessions of their own). So "a save
+  existed at the kill, and a half-written one beside it" holds by construction on any machine.
+
+The trial then checks:
 
 - the rerun exits 0;
 - every output passes its schema reader (`check_sweep_outputs` of the end-to-end test, plus
   `read_rollouts` / `read_steps` of every chunk);
 - every chunk whose `.partial` save existed at kill time resumed from it (its train log says
   "resuming a partial save" and its first step is the saved step + 1): recomputed steps = 0;
+- no checkpoint temp directory is left (the rerun removes what the killed save left);
 - prompt accounting against an uninterrupted reference run of the same config: on-policy, the
   (step, prompt_id) multiset of every chunk's rollouts.parquet equals the reference's (no prompt
   lost or trained twice); pipeline mode, every row has staleness <= max_lag and every step has
@@ -25,6 +37,7 @@ and GPU engines (the tiny config trains on CPU with the HF engine).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -42,11 +55,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "workflow"))
+sys.path.insert(0, str(REPO / "tests" / "rl"))
 from test_end_to_end import CHUNKS, RUN, check_sweep_outputs  # noqa: E402
+from test_trainer_helpers import descendants, stopped_below  # noqa: E402
 
 from scalerl.rl import checkpoint as ckpt  # noqa: E402
 from scalerl.rl.rollout_log import ROLLOUTS_FILE, read_rollouts  # noqa: E402
 from scalerl.rl.steps import read_steps  # noqa: E402
+from scalerl.utils import failpoints  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
 TINY = REPO / "tests" / "workflow" / "tiny.yaml"
@@ -89,20 +105,23 @@ def _env() -> dict[str, str]:
 def stage_marker(workdir: Path, stage: str, chunk: int) -> Iterable[Path]:
     """Paths whose appearance means `stage` is running (any of them)."""
     logs = workdir / "results" / "logs"
-    runs = workdir / "results" / "runs" / RUN
     if stage == "data":
         return [logs / "data.log"]
     if stage == "base":
         return [logs / "base" / "tiny-s.log"]
     if stage == "train":
         return [logs / "train" / RUN / f"chunk{chunk}.log"]
-    if stage == "checkpoint_write":
-        return [*runs.glob(f".chunk{chunk}.partial.tmp-*"), runs / f"chunk{chunk}.partial"]
     if stage == "eval":
         return [logs / "eval" / RUN / f"chunk{chunk}.log"]
     if stage == "fit":
         return [logs / "fit" / f"{RUN}.log"]
     return [logs / "report.log"]
+
+
+def temp_dirs(workdir: Path) -> list[str]:
+    """Names of the run's checkpoint temp directories (a save being written, or left by one)."""
+    runs = workdir / "results" / "runs" / RUN
+    return sorted(p.name for p in runs.glob(".chunk*.tmp-*"))
 
 
 def partial_steps(workdir: Path) -> dict[int, int]:
@@ -116,28 +135,56 @@ def partial_steps(workdir: Path) -> dict[int, int]:
     return saved
 
 
-def run_and_kill(workdir: Path, cmd: list[str], stage: str, chunk: int, delay: float,
-                 timeout: float = 900) -> tuple[bool, dict[int, int]]:
-    """Start `cmd`, SIGKILL its process group once `stage` runs (+ `delay` s).
+def failpoint_env(chunk: int, save_at: int) -> dict[str, str]:
+    """The environment that freezes chunk `chunk`'s trainer in its `save_at`-th partial save."""
+    return {failpoints.ENV: f"checkpoint_write:chunk{chunk}.partial@{save_at}=stop"}
 
-    Returns (killed: False when the run ended first, partial saves at kill time)."""
+
+def run_and_kill(workdir: Path, cmd: list[str], stage: str, chunk: int, delay: float,
+                 save_at: int = 2, timeout: float = 900) -> tuple[bool, dict[int, int], list]:
+    """Start `cmd`, SIGKILL its process group once `stage` runs (+ `delay` s) or, for a
+    checkpoint write, once the trainer froze itself in its `save_at`-th save (module docstring).
+
+    Returns (killed: False when the run ended first, partial saves at kill time, checkpoint
+    temp directories at kill time)."""
+    write = stage == "checkpoint_write"
+    env = {**_env(), **(failpoint_env(chunk, save_at) if write else {})}
     with open(workdir / "killed_attempt.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=_env())
+                                start_new_session=True, env=env)
         deadline = time.monotonic() + timeout
-        while not any(p.exists() for p in stage_marker(workdir, stage, chunk)):
+
+        def reached() -> bool:
+            if write:  # a stopped process stays stopped: no race with the machine's speed
+                return bool(stopped_below(proc.pid))
+            return any(p.exists() for p in stage_marker(workdir, stage, chunk))
+
+        while not reached():
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 proc.wait()
-                return False, partial_steps(workdir)
-            time.sleep(0.05 if stage == "checkpoint_write" else 0.2)
+                return False, partial_steps(workdir), temp_dirs(workdir)
+            time.sleep(0.2)
         time.sleep(delay)
-        saved = partial_steps(workdir)
+        saved, temps = partial_steps(workdir), temp_dirs(workdir)
         if proc.poll() is not None:
-            return False, saved
+            return False, saved, temps
+        below = descendants(proc.pid)  # incl. processes in sessions of their own (torchrun)
         os.killpg(proc.pid, signal.SIGKILL)
+        for pid in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         proc.wait()
-    return True, saved
+    return True, saved, temps
+
+
+def partial_saves(config: Path, chunk: int) -> int:
+    """Intra-chunk saves the workflow chunk `chunk` (1-based) writes under `config`."""
+    train = yaml.safe_load(config.read_text())["train"]
+    steps = train["steps_per_chunk"]
+    steps = steps[chunk - 1] if isinstance(steps, list) else steps
+    every = train.get("save_every", 0)
+    return (steps - 1) // every if every else 0
 
 
 def chunk_rows(workdir: Path) -> dict[int, list[dict]]:
@@ -188,21 +235,26 @@ def run_trial(index: int, stage: str, rng: random.Random, base: Path, config: Pa
     workdir = base / f"trial{index}"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    cmd = snakemake_cmd(workdir, write_config(config, workdir, save_every, mode))
+    configfile = write_config(config, workdir, save_every, mode)
+    cmd = snakemake_cmd(workdir, configfile)
     chunk = rng.randint(1, CHUNKS) if stage in ("train", "checkpoint_write", "eval") else 0
-    if stage == "checkpoint_write":
-        chunk = rng.choice([k for k in range(1, CHUNKS + 1) if k > 1])  # chunks with > 1 step
+    save_at = 0
+    if stage == "checkpoint_write":  # a chunk with a complete save before the killed one
+        chunk = rng.choice([k for k in range(1, CHUNKS + 1)
+                            if partial_saves(configfile, k) >= 2])
+        save_at = rng.randint(2, partial_saves(configfile, chunk))
     delay = 0.0 if stage == "checkpoint_write" else rng.uniform(0.0, 3.0)
     start = time.monotonic()
-    killed, saved = run_and_kill(workdir, cmd, stage, chunk, delay)
+    killed, saved, temps = run_and_kill(workdir, cmd, stage, chunk, delay, save_at=save_at)
     # SIGKILL leaves snakemake's lock in .snakemake/locks: `--unlock` (what its error message
     # tells a user to run) before the same command again.
     subprocess.run([*cmd, "--unlock"], capture_output=True, env=_env(), timeout=300)
     with open(workdir / "rerun.log", "w") as log:
         rerun = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(),
                                timeout=1800)
-    record = {"trial": index, "mode": mode, "stage": stage, "chunk": chunk, "delay_s": round(delay, 2),
-              "killed": killed, "partial_saves_at_kill": saved, "rerun_rc": rerun.returncode}
+    record = {"trial": index, "mode": mode, "stage": stage, "chunk": chunk,
+              "delay_s": round(delay, 2), "save_at": save_at, "killed": killed, "partial_saves_at_kill": saved, "temp_dirs_at_kill": temps,
+              "rerun_rc": rerun.returncode, "temp_dirs_after_rerun": temp_dirs(workdir)}
     try:
         check_sweep_outputs(workdir)
         rows = chunk_rows(workdir)
@@ -225,7 +277,8 @@ def run_trial(index: int, stage: str, rng: random.Random, base: Path, config: Pa
                   wall_s=round(time.monotonic() - start, 1))
     record["resumed_cleanly"] = (rerun.returncode == 0 and record["outputs_verified"]
                                  and lost == dup == stale == 0
-                                 and record["recomputed_steps"] == 0)
+                                 and record["recomputed_steps"] == 0
+                                 and not record["temp_dirs_after_rerun"])
     return record
 
 

@@ -43,6 +43,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from scalerl.rl.checkpoint import STATE_FILE, STATE_FORMAT, SUMMARY_FILE
+from scalerl.utils.failpoints import failpoint
 from scalerl.utils.io import swap_dir_in
 
 __all__ = ["DCP_DIR", "full_state_dict", "load_sharded_state", "write_sharded_checkpoint"]
@@ -86,6 +87,7 @@ def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer,
         # the sharded module keeps its config and parameter names; the weights written are
         # the gathered full tensors
         save_model_dir(_Gathered(policy.model, full), tokenizer, tmp)
+        failpoint("checkpoint_write", path.name)  # a harness may freeze the write here
         world = dist.get_world_size() if dist.is_initialized() else 1
         torch.save({**state, "format": STATE_FORMAT, "dcp_world_size": world}, tmp / STATE_FILE)
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

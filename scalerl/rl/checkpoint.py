@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from scalerl.utils.failpoints import failpoint
 from scalerl.utils.io import atomic_path
 
 __all__ = [
@@ -134,6 +135,7 @@ def write_checkpoint(
 
     with atomic_path(path, directory=True) as tmp:
         save_model_dir(model, tokenizer, tmp)  # HF model dir (+ the tiny char tokenizer files)
+        failpoint("checkpoint_write", path.name)  # a harness may freeze the write here
         torch.save({**state, "format": STATE_FORMAT}, tmp / STATE_FILE)
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         if extra is not None:

@@ -34,6 +34,7 @@ asserted (`scalerl.rl.pipeline`).
 Resume: every `save_every` steps the full state goes atomically into `OUT.partial` (a sibling
 directory). A rerun of the same chunk continues from there without recomputing earlier steps
 and the finished chunk is promoted atomically to OUT; OUT never holds a half-written chunk.
+A rerun first removes the temporary directories a killed save left beside OUT.
 On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: model, optimizer,
 scheduler, all RNGs, the sampler and the request counter are restored and every sample's
 randomness depends only on (seed, prompt_id, sample_idx).
@@ -68,6 +69,7 @@ from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, with_time_columns, writ
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.tracking import make_tracker
+from scalerl.utils.io import remove_stale_temps
 from scalerl.utils.log import ProgressLine, progress
 
 __all__ = ["ChunkResult", "NonFiniteError", "STEP_COLUMNS", "optimizer_step", "train_chunk"]
@@ -286,6 +288,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
     out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
+    for stale in (*remove_stale_temps(out), *remove_stale_temps(partial)):
+        progress(f"train {cfg.run} chunk {chunk}: removed {stale.name} (left by a killed save)")
     recipe = cfg.resolved_recipe()
     steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"

@@ -3,6 +3,9 @@
 `atomic_path(path)` yields a temporary path in the same directory; on success it is renamed
 over `path` (files) or swapped in (directories); on error it is removed and `path` is left as
 it was. Use it for every artifact a later stage reads.
+
+`remove_stale_temps(path)` deletes the temporary siblings a killed writer of `path` left behind
+(`.NAME.tmp-*`, `.NAME.old-*`); the single writer of `path` calls it before writing again.
 """
 
 from __future__ import annotations
@@ -58,6 +61,22 @@ def atomic_path(path: str | Path, *, directory: bool = False) -> Iterator[Path]:
                           f"{path.parent}; free space there (or point the output elsewhere) "
                           "and re-run") from err
         raise
+
+
+def remove_stale_temps(path: str | Path) -> list[Path]:
+    """Remove the `.NAME.tmp-*` / `.NAME.old-*` siblings of `path` (left by a killed writer:
+    `atomic_path`, `swap_dir_in`); returns what was removed. Only the one writer of `path` may
+    call it (another writer's temp directory would go too)."""
+    path = Path(path)
+    removed = []
+    for pattern in (f".{path.name}.tmp-*", f".{path.name}.old-*"):
+        for stale in path.parent.glob(pattern):
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+            removed.append(stale)
+    return removed
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

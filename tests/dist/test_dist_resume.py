@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,13 @@ import torch
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rl"))
-from test_trainer_helpers import cache_dir, micro_base, run_config_dict  # noqa: E402
+from test_trainer_helpers import (  # noqa: E402
+    cache_dir,
+    descendants,
+    freeze_at_save,
+    micro_base,
+    run_config_dict,
+)
 
 from scalerl.rl import checkpoint as ckpt  # noqa: E402
 from scalerl.rl.rollout_log import read_rollouts  # noqa: E402
@@ -52,19 +57,16 @@ def test_two_ranks_sigkill_then_rerun_resumes(micro, tmp_path):
     config.write_text(yaml.safe_dump(data))
     out = tmp_path / "chunk0"
     partial = out.with_name("chunk0.partial")
-    proc = subprocess.Popen(_command(micro, config, out), env=_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not (partial / ckpt.SUMMARY_FILE).is_file():
-        assert proc.poll() is None, f"the chunk ended before its first save:\n{proc.stderr.read()}"
-        assert time.monotonic() < deadline, "no intra-chunk save appeared"
-        time.sleep(0.02)
-    os.killpg(proc.pid, signal.SIGKILL)  # launcher, torchrun and both ranks at once
+    # rank 0 freezes itself in its second save (the first complete), then everything dies at
+    # once: launcher, torchrun and both ranks (which torchrun starts in sessions of their own)
+    proc, _ = freeze_at_save(_command(micro, config, out), partial, save_at=2, env=_env())
+    for pid in [proc.pid, *descendants(proc.pid)]:
+        os.kill(pid, signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
-    assert not out.exists(), "the chunk finished before the kill landed; make it longer"
+    assert not out.exists()
     killed_at = ckpt.read_trainer_summary(partial)["step"]
-    assert killed_at in (2, 4)
+    assert killed_at == 2
     assert sorted(p.name for p in (partial / "dcp").iterdir()) == [
         ".metadata", "__0_0.distcp", "__1_0.distcp"]
 

@@ -15,14 +15,20 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rl"))
-from test_trainer_helpers import cache_dir, micro_base, run_config_dict  # noqa: E402
+from test_trainer_helpers import (  # noqa: E402
+    cache_dir,
+    freeze_at_save,
+    micro_base,
+    run_config_dict,
+)
 
 from scalerl.rl import checkpoint as ckpt  # noqa: E402
 from scalerl.rl.rollout_log import read_rollouts  # noqa: E402
 from scalerl.rl.steps import read_steps  # noqa: E402
 
 pytestmark = pytest.mark.slow
-DETECT_S = 30.0  # the trainer must stop this soon after its generator died
+DETECT_S = 120.0  # "no hang": the trainer checks its generators after 1 s of waiting; the
+# bound leaves room for a loaded machine (the measured delay is in the failure message)
 
 
 @pytest.fixture(scope="module")
@@ -66,18 +72,16 @@ def test_killed_generator_stops_the_trainer_and_the_rerun_resumes(micro, tmp_pat
            "--init", str(micro / "base"), "--prompts", str(micro / "prompts.parquet"),
            "--out", str(out)]
     partial = out.with_name("chunk0.partial")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # the trainer freezes itself in its second save (the first complete), so the generator is
+    # killed mid-chunk on any machine; then the trainer goes on and must notice
+    proc, trainer = freeze_at_save(cmd, partial, save_at=2)
     try:
-        deadline = time.monotonic() + 300
-        while not (partial / ckpt.SUMMARY_FILE).is_file():
-            assert proc.poll() is None, f"the chunk ended before its first save:\n" \
-                                        f"{proc.stderr.read()}"
-            assert time.monotonic() < deadline, "no intra-chunk save appeared"
-            time.sleep(0.02)
+        assert trainer == proc.pid
         generators = _generators(proc.pid)
         assert len(generators) == 1, f"expected one generator process, found {generators}"
         os.kill(generators[0], signal.SIGKILL)
         killed = time.monotonic()
+        os.kill(trainer, signal.SIGCONT)
         try:
             code = proc.wait(timeout=DETECT_S)
         except subprocess.TimeoutExpired:
@@ -95,6 +99,8 @@ def test_killed_generator_stops_the_trainer_and_the_rerun_resumes(micro, tmp_pat
     assert f"pid {generators[0]}" in stderr and "exited with code -9" in stderr
     assert "re-run the same command to resume" in stderr and "Traceback" not in stderr
     saved = ckpt.read_trainer_summary(partial)["step"]
+    # save 2 (step 4) completes after SIGCONT; steps whose batches the generator finished before
+    # it died (up to max_lag ahead) still train and may save once more
     assert saved in (2, 4, 6) and waited < DETECT_S
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -20,11 +20,14 @@ class CountingEngine(Engine):
     Sequences have `n_tokens` tokens, or `max_new_tokens` of their request when n_tokens is 0.
     """
 
-    def __init__(self, n_tokens: int = 4, step_sleep_s: float = 0.0, fail: bool = False):
+    def __init__(self, n_tokens: int = 4, step_sleep_s: float = 0.0, fail: bool = False,
+                 hold_after: int = 0):
         if fail:
             raise RuntimeError("engine construction failed on purpose")
         self.n_tokens = n_tokens
         self.step_sleep_s = step_sleep_s
+        self.hold_after = hold_after  # > 0: a sequence pauses after this many tokens until the
+        # weights change (a sample still decoding when the push lands, on any machine)
         self.w = float("nan")
         self.version = -1
         self.live: list[tuple[Request, list[float], list[int]]] = []
@@ -38,6 +41,9 @@ class CountingEngine(Engine):
         time.sleep(self.step_sleep_s)
         done, keep = [], []
         for req, logps, versions in self.live:
+            if self.hold_after and len(logps) >= self.hold_after and versions[0] == self.version:
+                keep.append((req, logps, versions))
+                continue
             logps.append(self.w)
             versions.append(self.version)
             n = self.n_tokens or req.max_new_tokens
@@ -73,8 +79,19 @@ def _requests(batch: int, n_prompts: int = 2, g: int = 2) -> list[Request]:
             for i in range(n_prompts) for j in range(g)]
 
 
-def _run(max_lag: int, trainer_sleep_s: float, gen_sleep_s: float, steps: int = 8, start=3):
-    """Trainer loop of PipelineRL-k: collect batch v, 'train', push w = v + 1, issue v + k + 1."""
+def _wait_buffered(pipe: Pipeline, batch: int, n: int) -> None:
+    """Block until the generators finished `n` samples of `batch` (left in the buffer)."""
+    deadline = time.monotonic() + 600  # a guard against a hang, not a speed assertion
+    while len(pipe._buffer[batch]) < n:
+        pipe._drain(deadline)
+
+
+def _run(max_lag: int, trainer_sleep_s: float, gen_sleep_s: float, steps: int = 8, start=3,
+         wait_for_lead: bool = False):
+    """Trainer loop of PipelineRL-k: collect batch v, 'train', push w = v + 1, issue v + k + 1.
+
+    `wait_for_lead`: the trainer is slow in the strongest sense: before each push it waits until
+    the generator finished batch v + k, as far ahead as the bound lets it run."""
     spec = EngineSpec(make_engine, {"n_tokens": 4, "step_sleep_s": gen_sleep_s}, threads=1)
     lags, mismatches = [], 0
     with Pipeline([spec], {"w": torch.tensor([float(start)])}, version=start, max_lag=max_lag,
@@ -89,6 +106,8 @@ def _run(max_lag: int, trainer_sleep_s: float, gen_sleep_s: float, steps: int = 
                 # weights and version travel together: the logprob (= w) equals the version
                 mismatches += sum(lp != ver for lp, ver in zip(c.logprobs, c.versions))
             time.sleep(trainer_sleep_s)
+            if wait_for_lead:
+                _wait_buffered(pipe, v + max_lag, n=4)
             pipe.push_weights({"w": torch.tensor([float(v + 1)])}, v + 1)
             pipe.submit(v + max_lag + 1, _requests(v + max_lag + 1))
         tokens, busy = pipe.generator_stats()
@@ -96,7 +115,8 @@ def _run(max_lag: int, trainer_sleep_s: float, gen_sleep_s: float, steps: int = 
 
 
 def test_slow_trainer_lets_generator_run_k_ahead_but_never_further():
-    lags, mismatches, tokens, busy = _run(max_lag=2, trainer_sleep_s=0.15, gen_sleep_s=0.001)
+    lags, mismatches, tokens, busy = _run(max_lag=2, trainer_sleep_s=0.0, gen_sleep_s=0.001,
+                                          wait_for_lead=True)
     assert mismatches == 0
     assert max(lags) == 2  # the generator ran ahead exactly as far as allowed
     assert min(lags) >= 0
@@ -110,8 +130,10 @@ def test_slow_generator_keeps_samples_fresh_and_lag_zero_is_on_policy():
 
 
 def test_in_flight_sequences_switch_weights_mid_sequence():
-    # A long sequence straddles a weight push: its tokens carry more than one version.
-    spec = EngineSpec(make_engine, {"n_tokens": 0, "step_sleep_s": 0.01}, threads=1)
+    # A long sequence straddles a weight push: its tokens carry more than one version. It holds
+    # after 5 tokens until the push lands, so the overlap does not depend on the machine's speed.
+    spec = EngineSpec(make_engine, {"n_tokens": 0, "step_sleep_s": 0.001, "hold_after": 5},
+                      threads=1)
     with Pipeline([spec], {"w": torch.tensor([0.0])}, version=0, max_lag=1,
                   max_concurrent=8) as pipe:
         pipe.submit(0, [Request("short", (1,), max_new_tokens=3)])

@@ -95,3 +95,69 @@ def run_config_dict(**recipe_overrides) -> dict:
     recipe.update(recipe_overrides)
     return {"run": "t", "seed": 0, "model": "micro", "steps_per_chunk": 2, "save_every": 0,
             "threads": 1, "recipe": {"preset": "scalerl", "overrides": recipe}}
+
+
+def _proc_stats() -> dict[int, tuple[str, int]]:
+    """{pid: (state, ppid)} of every process (Linux /proc)."""
+    out = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # state ppid pgrp ...
+        out[int(text.split(" ", 1)[0])] = (fields[0], int(fields[1]))
+    return out
+
+
+def descendants(pid: int, stats: dict[int, tuple[str, int]] | None = None) -> set[int]:
+    """Every live process below `pid` (torchrun's ranks sit in sessions of their own, so a
+    process group does not reach them)."""
+    stats = _proc_stats() if stats is None else stats
+    children: dict[int, list[int]] = {}
+    for child, (_, ppid) in stats.items():
+        children.setdefault(ppid, []).append(child)
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def stopped_below(pid: int) -> list[int]:
+    """`pid` and its descendants that are stopped (state T)."""
+    stats = _proc_stats()
+    return sorted(p for p in {pid} | descendants(pid, stats) if stats.get(p, ("",))[0] == "T")
+
+
+def freeze_at_save(cmd: list[str], partial: Path, save_at: int, env: dict | None = None,
+                   timeout_s: float = 600.0):
+    """Start `cmd` (a `scalerl train` chunk) in its own session with the failpoint that freezes
+    the trainer (SIGSTOP, `scalerl.utils.failpoints`) in the middle of its `save_at`-th write of
+    `partial`, when the save before it is complete; wait until it froze. Returns (the Popen,
+    whose stderr is a pipe, the frozen trainer's pid: `cmd` itself, or a rank below it). The
+    caller SIGKILLs (a frozen process ignores everything else) or SIGCONTs.
+
+    Nothing here races the machine's speed: a stopped process stays stopped, so the state at the
+    kill is always "save `save_at` - 1 complete, save `save_at` half-written"."""
+    import os
+    import subprocess
+    import time
+
+    from scalerl.utils import failpoints
+
+    env = {**(os.environ if env is None else env),
+           failpoints.ENV: f"checkpoint_write:{partial.name}@{save_at}=stop"}
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout_s  # a guard against a hang, not a speed assertion
+    while not (stopped := stopped_below(proc.pid)):
+        if proc.poll() is not None:
+            raise AssertionError(f"the chunk ended before its save {save_at}:\n"
+                                 f"{proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"save {save_at} of {partial} not reached in {timeout_s} s")
+        time.sleep(0.05)
+    return proc, stopped[0]

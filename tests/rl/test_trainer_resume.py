@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from test_trainer_helpers import cache_dir, micro_base, run_config_dict
+from test_trainer_helpers import (
+    cache_dir,
+    descendants,
+    freeze_at_save,
+    micro_base,
+    run_config_dict,
+)
 
 from scalerl.rl import checkpoint as ckpt
 from scalerl.rl.run_config import RunConfig
@@ -36,25 +42,6 @@ def _command(micro: Path, config: Path, out: Path) -> list[str]:
             "--out", str(out)]
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live process below `pid` (Linux /proc walk)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -63,22 +50,17 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _kill_after_first_save(cmd: list[str], out: Path, timeout_s: float = 300.0):
-    """Start the chunk, SIGKILL it as soon as a partial save exists; return (step, children)."""
+def _kill_in_second_save(cmd: list[str], out: Path):
+    """Start the chunk, SIGKILL it in the middle of its second intra-chunk save (the first one
+    complete: `freeze_at_save`); return (the saved step, the trainer's descendants)."""
     partial = out.with_name(out.name + ".partial")
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout_s
-    children: set[int] = set()
-    while not (partial / ckpt.SUMMARY_FILE).is_file():
-        assert proc.poll() is None, f"the chunk ended before its first save:\n{proc.stderr.read()}"
-        assert time.monotonic() < deadline, "no intra-chunk save appeared"
-        children |= _descendants(proc.pid)
-        time.sleep(0.02)
-    children |= _descendants(proc.pid)
-    os.kill(proc.pid, signal.SIGKILL)
+    proc, trainer = freeze_at_save(cmd, partial, save_at=2)
+    children = descendants(trainer)
+    os.kill(trainer, signal.SIGKILL)
     proc.wait()
     proc.stderr.close()
-    assert not out.exists(), "the chunk finished before the kill landed; make it longer"
+    assert not out.exists()
+    assert any(p.name.startswith(".chunk0.partial.tmp-") for p in out.parent.iterdir())
     return ckpt.read_trainer_summary(partial)["step"], children
 
 
@@ -88,8 +70,8 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_chunk(micro, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(data))
     out = tmp_path / "chunk0"
-    killed_at, _ = _kill_after_first_save(_command(micro, config, out), out)
-    assert killed_at in (2, 4, 6)
+    killed_at, _ = _kill_in_second_save(_command(micro, config, out), out)
+    assert killed_at == 2  # save 1 (step 2) complete, save 2 (step 4) half-written
 
     rerun = subprocess.run(_command(micro, config, out), capture_output=True, text=True,
                            timeout=600)
@@ -99,6 +81,7 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_chunk(micro, tmp_path):
     for done in range(1, killed_at + 1):  # steps before the kill are not recomputed
         assert f", step {done} reward " not in rerun.stderr
     assert not out.with_name("chunk0.partial").exists()
+    assert not [p.name for p in out.parent.iterdir() if ".tmp-" in p.name]  # removed by the rerun
     resumed = read_steps(out / "steps.parquet")
     assert resumed["step"].tolist() == list(range(1, 9))
 
@@ -128,9 +111,10 @@ def test_pipeline_generators_die_with_the_trainer_and_the_rerun_completes(micro,
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(data))
     out = tmp_path / "chunk0"
-    killed_at, children = _kill_after_first_save(_command(micro, config, out), out)
+    killed_at, children = _kill_in_second_save(_command(micro, config, out), out)
+    assert killed_at == 2
     assert children, "the pipeline started no generator process"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # they poll their parent's liveness: a guard, not a race
     while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in children), "generator processes outlived the trainer"

@@ -14,9 +14,10 @@ UNIFORM_LOGP = -math.log(103)  # a model whose logits are all 0: p = 1/103 per t
 PROMPTS = ["1+2=", "47+385=", "f([3,1])=[1,3]\n", "x+4=10 x="]
 
 
-def mixed_requests(tok, n, **kw):
-    """n requests cycling over math and code prompts of different lengths."""
-    return [Request(prompt_id=f"p{i % 5}", sample_idx=i,
+def mixed_requests(tok, n, sample_offset=0, **kw):
+    """n requests cycling over math and code prompts of different lengths (sample indices from
+    `sample_offset`: another offset, other per-sample seeds)."""
+    return [Request(prompt_id=f"p{i % 5}", sample_idx=sample_offset + i,
                     prompt_ids=tuple(format_prompt(tok, PROMPTS[i % 4], ModelConfig())), **kw)
             for i in range(n)]
 
@@ -29,14 +30,14 @@ def recompute(model, completion, fp32_lm_head=True):
         return sequence_logprobs(model, ids, fp32_lm_head=fp32_lm_head)[0, len(prompt):]
 
 
-def assert_switched_to_uniform(completions, old_model, *, new_version=1):
-    """In-flight updates from `old_model` (version 0) to weights with all logits 0: each
-    completion's tokens are version 0 up to the switch, then `new_version`; the old tokens
+def assert_switched_to_uniform(completions, old_model, *, new_version=1, old_version=0):
+    """In-flight updates from `old_model` (`old_version`) to weights with all logits 0: each
+    completion's tokens are `old_version` up to the switch, then `new_version`; the old tokens
     carry the old model's logprobs, every later one log p = -ln 103 whatever the stale KV
     cache; sequences started after the update are `new_version` throughout."""
     for c in completions:
         first_new = c.versions.index(new_version) if new_version in c.versions else c.n_tokens
-        assert c.versions == [0] * first_new + [new_version] * (c.n_tokens - first_new)
+        assert c.versions == [old_version] * first_new + [new_version] * (c.n_tokens - first_new)
         torch.testing.assert_close(torch.tensor(c.logprobs[:first_new]),
                                    recompute(old_model, c)[:first_new], atol=1e-4, rtol=0)
         torch.testing.assert_close(torch.tensor(c.logprobs[first_new:]),

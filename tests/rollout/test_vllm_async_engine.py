@@ -5,6 +5,7 @@ lacks pause_generation. The engine core runs in its own process; one engine per 
 """
 
 import gc
+import threading
 
 import pytest
 import torch
@@ -74,24 +75,57 @@ def test_forced_interruption(engine, model):
     assert n_interrupted > 20
 
 
-def test_update_weights_in_flight_through_pause_and_resume(engine, model):
-    engine.submit(mixed_requests(TOK, 8, max_new_tokens=60))
-    done = []
-    while not done and engine.num_in_flight():  # let decoding get going
-        done += engine.step()
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    state["model.norm.weight"].zero_()  # logits 0 -> log p = -ln 103 for every token
-    engine.update_weights(state, version=1)
-    while engine.num_in_flight():
-        done += engine.step()
-    assert len(done) == 8
-    assert any(0 in c.versions and 1 in c.versions for c in done)  # switched mid-sample
-    assert_switched_to_uniform(done, model)  # vLLM's own version spans label every token
+class _StreamWatch:
+    """Wraps the engine's `AsyncLLM.generate` to see vLLM's streamed outputs: `decoding` is set
+    when a request has delivered tokens and is not finished (a sample mid-decode)."""
+
+    def __init__(self, engine):
+        self.original = engine.llm.generate
+        self.decoding = threading.Event()
+
+    def generate(self, *args, **kwargs):
+        async def stream():
+            async for out in self.original(*args, **kwargs):
+                if out.outputs[0].token_ids and not out.finished:
+                    self.decoding.set()
+                yield out
+        return stream()
+
+
+def test_update_weights_in_flight_through_pause_and_resume(engine, model, monkeypatch):
+    """The update is issued as soon as a sample is seen mid-decode, with requests of up to 200
+    tokens: for no sample to switch, every one of the 8 would have to finish during the pause's
+    round trip. Should that still happen (a heavily loaded machine), the attempt is repeated
+    with fresh requests: each attempt checks every token's version and log-prob, and the test
+    passes only when a sample carried both versions."""
+    watch = _StreamWatch(engine)
+    monkeypatch.setattr(engine.llm, "generate", watch.generate)
+    zeroed = {k: v.clone() for k, v in model.state_dict().items()}
+    zeroed["model.norm.weight"].zero_()  # logits 0 -> log p = -ln 103 for every token
+    switched, version = False, 0
+    for attempt in range(3):
+        if version:  # back to the model's own weights for the next attempt
+            version += 1
+            engine.update_weights(model.state_dict(), version=version)
+        watch.decoding.clear()
+        engine.submit(mixed_requests(TOK, 8, max_new_tokens=200, sample_offset=100 * attempt))
+        assert watch.decoding.wait(timeout=600), "no request streamed any token"
+        engine.update_weights(zeroed, version=version + 1)
+        done = []
+        while engine.num_in_flight():
+            done += engine.step()
+        assert len(done) == 8
+        assert_switched_to_uniform(done, model, old_version=version, new_version=version + 1)
+        version += 1
+        switched = any(version - 1 in c.versions and version in c.versions for c in done)
+        if switched:
+            break
+    assert switched, "no sample was still decoding when the update landed, in 3 attempts"
     fresh = engine.generate(mixed_requests(TOK, 3, max_new_tokens=5))
     for c in fresh:
-        assert set(c.versions) == {1}
+        assert set(c.versions) == {version}
         torch.testing.assert_close(torch.tensor(c.logprobs), torch.full((5,), UNIFORM_LOGP))
-    engine.update_weights(model.state_dict(), version=2)
+    engine.update_weights(model.state_dict(), version=version + 1)
     c = engine.generate(mixed_requests(TOK, 1, max_new_tokens=6))[0]
-    assert set(c.versions) == {2}
+    assert set(c.versions) == {version + 1}
     torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c), atol=1e-4, rtol=0)
