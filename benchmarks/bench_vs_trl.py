@@ -95,7 +95,8 @@ def run_config(args, setup: str, base: Path, prompts: Path) -> dict:
         "steps_per_chunk": args.steps, "save_every": 0, "task_weights": {"math": 1.0},
         "max_new_tokens": args.max_new_tokens, "temperature": 1.0, "engine": "hf",
         "device": "cpu", "threads": max(1, args.threads // 2) if pipeline else args.threads,
-        "generators": 1, "micro_batch_tokens": args.micro_batch_tokens if bucketed else 0,
+        "generators": 1,
+        "numerics": {"micro_batch_tokens": args.micro_batch_tokens if bucketed else 0},
         "recipe": {"preset": "scalerl", "overrides": {
             "off_policy": "pipeline" if pipeline else "on-policy", "max_lag": args.max_lag,
             "prompts_per_step": args.prompts_per_step,

@@ -198,9 +198,9 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
             "optimizer": {"lr": 1e-5, "warmup_steps": 1}}},
         "steps_per_chunk": args.train_steps, "save_every": 0, "engine": args.engine,
         "device": "auto", "task_weights": {"math": 1.0, "code": 0.0},
-        "param_dtype": "float32", "compute_dtype": "auto",
-        "logprob_chunk_tokens": args.chunk, "micro_batch_tokens": args.budget,
-        "gradient_checkpointing": True}))
+        "numerics": {"param_dtype": "float32", "compute_dtype": "auto",
+                     "logprob_chunk_tokens": args.chunk, "micro_batch_tokens": args.budget,
+                     "gradient_checkpointing": True}}))
     model_yaml = out / "model.yaml"  # generators in bf16 (as vLLM serves Qwen3), trainer fp32
     model_yaml.write_text(yaml.safe_dump({"model": {"name": str(model_dir), "dtype": "bfloat16",
                                                     "prompt_format": "chat"}}))

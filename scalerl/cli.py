@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("scalerl.data.cli", "build and filter the prompt set (prompts.parquet)"),
     "base": ("scalerl.basemodel.cli", "build the base model: tiny model + SFT warm start, or a HF model"),
     "plan": ("scalerl.plan.cli", "check that a run or sweep fits the device memory (no work)"),
-    "train": ("scalerl.rl.cli", "run one training chunk of one run (checkpoint + steps.parquet)"),
+    "train": ("scalerl.train", "run one training chunk of one run (checkpoint + steps.parquet)"),
     "eval": ("scalerl.eval.cli", "evaluate a checkpoint on held-out prompts into Parquet"),
     "fit": ("scalerl.fit.cli", "fit sigmoidal compute-performance curves and extrapolate"),
     "report": ("scalerl.fit.report_cli", "collect fits of a sweep into the scaling report"),

@@ -1,7 +1,7 @@
 """From run configs to `PlanInputs`, and the trainer's preflight check.
 
 - `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
-  The trainer numerics are RunConfig fields (`param_dtype`, `compute_dtype`,
+  The trainer numerics are `RunConfig.numerics` (`param_dtype`, `compute_dtype`,
   `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`; `compute_dtype:
   auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); vLLM's memory
   from `RunConfig.vllm` (`scalerl.rollout.vllm_settings.VllmSettings`; `max_model_len: 0` =
@@ -60,10 +60,11 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     cap = GenerationBudget.from_recipe(recipe, len(recipe.interruption_text.encode()),
                                        run_cfg.max_new_tokens).max_new_tokens
     samples = recipe.samples_per_step
-    param_dtype = run.get("param_dtype", model_dtype)
-    compute_dtype = run.get("compute_dtype", param_dtype)
+    numerics = run_cfg.numerics
+    param_dtype = numerics.param_dtype
+    compute_dtype = numerics.compute_dtype
     if compute_dtype == "auto":  # StepNumerics: bfloat16 on CUDA (planned here), else params
-        compute_dtype = param_dtype if run.get("device") == "cpu" else "bfloat16"
+        compute_dtype = param_dtype if run_cfg.device == "cpu" else "bfloat16"
     return PlanInputs(
         arch=model_arch,
         prompts_per_step=recipe.prompts_per_step,
@@ -71,9 +72,9 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
         prompt_tokens=prompt_tokens, generation_tokens=cap,
         param_dtype=param_dtype, compute_dtype=compute_dtype,
         fp32_lm_head=recipe.fp32_lm_head,
-        gradient_checkpointing=bool(run.get("gradient_checkpointing", False)),
-        logprob_chunk_tokens=int(run.get("logprob_chunk_tokens", 0)),
-        micro_batch_tokens=int(run.get("micro_batch_tokens", 0)),
+        gradient_checkpointing=numerics.gradient_checkpointing,
+        logprob_chunk_tokens=numerics.logprob_chunk_tokens,
+        micro_batch_tokens=numerics.micro_batch_tokens,
         micro_batch_groups=int(run["train_micro_batch"]),
         engine=run["engine"], pipeline=recipe.off_policy == "pipeline",
         generators=int(run["generators"]), generator_dtype=model_dtype,

@@ -1,6 +1,7 @@
-"""Batch assembly: completions → rewards → filters → advantages → padded training tensors.
+"""Batch assembly: completions → rewards → filters → advantages → each rank's padded tensors.
 
-One optimizer step consumes the completions of B prompts × G samples. `assemble_batch`:
+One optimizer step consumes the completions of B prompts × G samples. `score_batch` decides
+everything about the whole batch, once, on the main rank:
 
 1. takes each completion's correctness (verifier output, computed by the caller) and turns it
    into the recipe's reward: `reward_correct` / `reward_incorrect` (paper: ±1, A.3); with
@@ -8,19 +9,26 @@ One optimizer step consumes the completions of B prompts × G samples. `assemble
    traces (`scalerl.rl.length_penalty`);
 2. drops zero-variance prompts (all G rewards equal) when the recipe asks for it
    (`scalerl.rl.filters`; ScaleRL's "effective batch", no re-sampling);
-3. computes advantages over the kept samples (`scalerl.rl.advantages`, batch/group/none);
-4. builds right-padded [N, L] tensors of prompt + completion tokens for the kept samples,
-   with the generator's logprobs and the loss mask placed at the completion positions
-   (position t scores token t given tokens < t, as `scalerl.models.logprobs` returns them);
-   tokens the engine inserted (interruption text) have loss mask False;
-5. reports the step statistics (reward mean, pass rate, truncation/interruption rates,
+3. computes advantages over the kept samples (`scalerl.rl.advantages`, batch/group/none) and
+   the loss denominators over them (`scalerl.rl.losses.LossNormalizer`);
+4. reports the step statistics (reward mean, pass rate, truncation/interruption rates,
    zero-variance fraction, staleness).
+
+`split_shares(scored, world_size)` then gives each trainer rank whole prompt groups of the kept
+samples, balanced by tokens (`assign_groups`), each `RankShare` carrying its completions, their
+advantages and the batch-wide normaliser; `RankShare.pad(pad_id)` builds the right-padded
+[N, L] tensors of prompt + completion tokens, with the generator's logprobs and the loss mask
+placed at the completion positions (position t scores token t given tokens < t, as
+`scalerl.models.logprobs` returns them); tokens the engine inserted (interruption text) have
+loss mask False. At one rank the single share is the whole batch. Because advantages and
+denominators are decided over the whole batch before any split, the sum of the ranks' (and
+micro-batches') losses is the one-rank loss, for prompt, sample and token aggregation alike.
+`assemble_batch` is the one-rank composition (score, one share, pad).
 
 Group ids are the `group` numbers the trainer put in each request's tag: unique per issued
 prompt instance, so a prompt drawn twice in one batch forms two groups.
 
-Micro-batches (the trainer's forward/backward units; the advantages above are computed over
-the whole batch first, and the loss denominators too: `scalerl.rl.losses.LossNormalizer`):
+Micro-batches (the trainer's forward/backward units):
 
 - `split_by_groups(batch, g)`: whole prompt groups, g at a time (in group order);
 - `split_by_tokens(batch, budget)`: sequences sorted by length (longest first, ties in row
@@ -46,10 +54,12 @@ import torch
 from scalerl.rl.advantages import compute_advantages
 from scalerl.rl.filters import zero_variance_stats
 from scalerl.rl.length_penalty import apply_length_penalty
+from scalerl.rl.losses import LossNormalizer
 from scalerl.rollout.base import Completion
 
-__all__ = ["BatchStats", "TrainBatch", "assemble_batch", "padding_fraction", "split_by_groups",
-           "split_by_tokens"]
+__all__ = ["BatchStats", "RankShare", "ScoredBatch", "TrainBatch", "assemble_batch",
+           "assign_groups", "padding_fraction", "score_batch", "split_by_groups",
+           "split_by_tokens", "split_shares"]
 
 
 @dataclasses.dataclass
@@ -102,20 +112,26 @@ class BatchStats:
     kept: tuple[bool, ...] = ()  # per sample: entered the loss (not zero-variance filtered)
 
 
-def assemble_batch(
-    completions: Sequence[Completion],
-    correct: Sequence[bool],
-    recipe,
-    trainer_version: int,
-    pad_id: int,
-) -> tuple[TrainBatch | None, BatchStats]:
-    """Rewards, filters, advantages and tensors for one step; None when nothing is kept.
+@dataclasses.dataclass(frozen=True)
+class ScoredBatch:
+    """What `score_batch` decided for the whole batch (before any split over ranks)."""
+
+    completions: list[Completion]
+    stats: BatchStats
+    advantages: torch.Tensor  # [S] float32, 0 for the dropped samples
+    kept: list[int]  # indices of the samples that enter the loss
+    normalizer: LossNormalizer  # the loss denominators over the kept samples
+
+
+def score_batch(completions: Sequence[Completion], correct: Sequence[bool], recipe,
+                trainer_version: int) -> ScoredBatch:
+    """Rewards, zero-variance filter, advantages, loss denominators and statistics of one step.
 
     `completions[i].request.tag` must be the sample's group number (an int); `correct[i]`
     is the verifier's verdict for completion i; `recipe` a `scalerl.rl.recipe.RecipeConfig`.
     """
     if not completions:
-        raise ValueError("assemble_batch needs at least one completion")
+        raise ValueError("score_batch needs at least one completion")
     if len(correct) != len(completions):
         raise ValueError(f"{len(completions)} completions but {len(correct)} verdicts")
     group_ids = torch.tensor([int(c.request.tag) for c in completions])  # [S]
@@ -149,9 +165,72 @@ def assemble_batch(
         kept=tuple(bool(k) for k in keep.tolist()),
     )
     kept = [i for i in range(len(completions)) if keep[i]]
-    if not kept:
-        return None, stats
-    return _pad([completions[i] for i in kept], advantages[kept], group_ids[kept], pad_id), stats
+    loss_tokens = torch.tensor([float(sum(completions[i].loss_mask)) for i in kept])  # [K]
+    normalizer = LossNormalizer.from_counts(loss_tokens, group_ids[kept])
+    return ScoredBatch(list(completions), stats, advantages, kept, normalizer)
+
+
+@dataclasses.dataclass
+class RankShare:
+    """One trainer rank's kept samples of a step, with the batch-wide loss denominators."""
+
+    completions: list[Completion]
+    advantages: list[float]
+    normalizer: LossNormalizer
+
+    def pad(self, pad_id: int) -> TrainBatch | None:
+        """The share as padded tensors; None when the rank trains on nothing this step."""
+        if not self.completions:
+            return None
+        group_ids = torch.tensor([int(c.request.tag) for c in self.completions])  # [N]
+        return _pad(self.completions, torch.tensor(self.advantages, dtype=torch.float32),
+                    group_ids, pad_id)
+
+
+def assign_groups(group_ids: Sequence[int], tokens: Sequence[int],
+                  world_size: int) -> list[list[int]]:
+    """Each rank's indices into `group_ids`: whole prompt groups, balanced by their tokens
+    (prompt + completion, what the forward costs). Groups in decreasing token order (ties: the
+    smaller group id first), each to the rank with the fewest tokens so far (ties: the lower
+    rank): the longest-processing-time rule, deterministic. Each rank's indices keep their
+    original order."""
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if len(group_ids) != len(tokens):
+        raise ValueError(f"{len(group_ids)} group ids but {len(tokens)} token counts")
+    group_tokens: dict[int, int] = {}
+    for g, n in zip(group_ids, tokens, strict=True):
+        group_tokens[int(g)] = group_tokens.get(int(g), 0) + int(n)
+    load = [0] * world_size
+    owner: dict[int, int] = {}
+    for g in sorted(group_tokens, key=lambda g: (-group_tokens[g], g)):
+        rank = min(range(world_size), key=lambda r: (load[r], r))
+        owner[g] = rank
+        load[rank] += group_tokens[g]
+    return [[i for i, g in enumerate(group_ids) if owner[int(g)] == r] for r in range(world_size)]
+
+
+def split_shares(scored: ScoredBatch, world_size: int) -> list[RankShare]:
+    """The kept samples split over `world_size` ranks by whole prompt groups (`assign_groups`)."""
+    kept = [scored.completions[i] for i in scored.kept]
+    advantages = [float(scored.advantages[i]) for i in scored.kept]
+    tokens = [len(c.request.prompt_ids) + c.n_tokens for c in kept]
+    owners = assign_groups([int(c.request.tag) for c in kept], tokens, world_size)
+    return [RankShare([kept[i] for i in mine], [advantages[i] for i in mine], scored.normalizer)
+            for mine in owners]
+
+
+def assemble_batch(
+    completions: Sequence[Completion],
+    correct: Sequence[bool],
+    recipe,
+    trainer_version: int,
+    pad_id: int,
+) -> tuple[TrainBatch | None, BatchStats]:
+    """One-rank composition: `score_batch`, the whole batch as one share, padded; None when
+    nothing is kept (every prompt zero-variance)."""
+    scored = score_batch(completions, correct, recipe, trainer_version)
+    return split_shares(scored, 1)[0].pad(pad_id), scored.stats
 
 
 def _pad(

@@ -19,9 +19,11 @@ counters, the global step, the policy version and, for partial saves, the steps 
 Atomicity: `write_checkpoint` builds the directory under a temporary sibling name and swaps it
 in (`scalerl.utils.io.atomic_path`), so a crash leaves either the old directory or the new
 one, never half of one. A base model directory (chunk 0's input) is any HF model directory
-without trainer_state.pt.
+without trainer_state.pt. Several trainer ranks write the same layout plus the optimizer and
+model shards in dcp/ (`scalerl.parallel.checkpoint`), with the state files of
+`write_state_files`; their trainer_state.pt has no optimizer entry.
 
-Deliberately left out: sharded/FSDP checkpoints and keeping several checkpoints per chunk.
+Deliberately left out: keeping several checkpoints per chunk.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "read_trainer_summary",
     "restore_rng_state",
     "write_checkpoint",
+    "write_state_files",
 ]
 
 STATE_FILE = "trainer_state.pt"
@@ -113,7 +116,7 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
                          "damaged: delete the checkpoint dir and re-run its chunk") from err
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
-    sharded = "dcp_world_size" in state and (Path(path) / "dcp").is_dir()  # optimizer in dcp/
+    sharded = state.get("sharded") and (Path(path) / "dcp").is_dir()  # optimizer in dcp/
     if "optimizer" not in state and not sharded:
         raise ValueError(f"{state_file}: no optimizer state (key 'optimizer'); the checkpoint "
                          "cannot resume: delete the checkpoint dir and re-run its chunk")
@@ -136,8 +139,16 @@ def write_checkpoint(
     with atomic_path(path, directory=True) as tmp:
         save_model_dir(model, tokenizer, tmp)  # HF model dir (+ the tiny char tokenizer files)
         failpoint("checkpoint_write", path.name)  # a harness may freeze the write here
-        torch.save({**state, "format": STATE_FORMAT}, tmp / STATE_FILE)
-        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        write_state_files(tmp, state=state, summary=summary)
         if extra is not None:
             extra(tmp)
     return path
+
+
+def write_state_files(directory: Path, *, state: dict[str, Any], summary: dict[str, Any],
+                      sharded: bool = False) -> None:
+    """trainer_state.pt and trainer_state.json into a checkpoint being written; `sharded`:
+    the optimizer state lives in dcp/ (`scalerl.parallel.checkpoint`)."""
+    extra = {"sharded": True} if sharded else {}
+    torch.save({**state, **extra, "format": STATE_FORMAT}, directory / STATE_FILE)
+    (directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -190,9 +190,17 @@ class LossNormalizer:
     @classmethod
     def from_batch(cls, mask: torch.Tensor, group_ids: torch.Tensor) -> LossNormalizer:
         """Denominators of a whole batch: loss mask [B, T] bool, group ids [B]."""
+        return cls.from_counts(mask.sum(dim=1), group_ids)
+
+    @classmethod
+    def from_counts(cls, loss_tokens: torch.Tensor, group_ids: torch.Tensor) -> LossNormalizer:
+        """Denominators from each sequence's loss-token count [B] and group id [B] (the whole
+        batch's, before any split into micro-batches or ranks)."""
+        seq_count = loss_tokens.to(torch.float32)  # [B]
+        if seq_count.numel() == 0:
+            return cls(torch.zeros(0, dtype=torch.long), torch.zeros(0), 0)
         index, n_groups = group_index(group_ids)  # [B]
-        seq_count = mask.sum(dim=1).to(torch.float32)  # [B]
-        tokens = torch.zeros(n_groups, device=mask.device).index_add(0, index, seq_count)
+        tokens = torch.zeros(n_groups, device=seq_count.device).index_add(0, index, seq_count)
         return cls(torch.unique(group_ids), tokens, int((seq_count > 0).sum()))
 
     def prompt_tokens(self, group_ids: torch.Tensor) -> torch.Tensor:

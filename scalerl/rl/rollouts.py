@@ -37,25 +37,33 @@ import torch
 from scalerl.rl.pipeline import EngineSpec, Pipeline
 from scalerl.rl.prompts import PromptSource
 from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.budget import GenerationBudget
 from scalerl.rollout.config import draw_think_budget
 
 __all__ = ["OnPolicyRollouts", "PPORollouts", "PipelineRollouts", "RequestFactory"]
 
 
 class RequestFactory:
-    """Prompts → Requests with group tags, unique sample indices and thinking budgets."""
+    """Prompts → Requests with group tags, unique sample indices and thinking budgets.
 
-    def __init__(self, source: PromptSource, recipe: Any, max_new_tokens: int, seed: int):
+    `budget` is the run's `scalerl.rollout.budget.GenerationBudget` (the one computation the
+    trainer, eval and the planner share): its cap, and with forced interruption the thinking
+    range each sample's budget is drawn from and the answer budget after it."""
+
+    def __init__(self, source: PromptSource, generations_per_prompt: int,
+                 budget: GenerationBudget, seed: int):
         self.source = source
-        self.recipe = recipe
-        self.max_new_tokens = max_new_tokens
+        self.generations_per_prompt = generations_per_prompt
+        self.budget = budget
         self.rng = random.Random(seed * 1_000_003 + 17)
         self.next_group = 0
 
+    @property
+    def max_new_tokens(self) -> int:
+        return self.budget.max_new_tokens
+
     def make(self, n_prompts: int) -> list[Request]:
-        g = self.recipe.generations_per_prompt
-        interrupt = self.recipe.length_control == "interruption"
-        lo, hi = self.recipe.think_budget
+        g, budget = self.generations_per_prompt, self.budget
         out = []
         for pid in self.source.draw(n_prompts):
             group = self.next_group
@@ -65,9 +73,10 @@ class RequestFactory:
                     prompt_id=pid,
                     prompt_ids=self.source.prompt_tokens(pid),
                     sample_idx=group * g + j,
-                    max_new_tokens=self.max_new_tokens,
-                    think_budget=draw_think_budget(self.rng, lo, hi) if interrupt else None,
-                    answer_budget=self.recipe.answer_budget if interrupt else 0,
+                    max_new_tokens=budget.max_new_tokens,
+                    think_budget=(draw_think_budget(self.rng, *budget.think_budget)
+                                  if budget.think_budget else None),
+                    answer_budget=budget.answer_budget,
                     tag=group,
                 ))
         return out
@@ -96,7 +105,9 @@ class _InProcess:
         return out
 
     def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
-        self.version = version
+        """The newest weights, loaded into the engine when the next batch is generated (an
+        engine that shares the trainer's model copies them onto themselves: nothing)."""
+        self._weights = weights
 
     def gen_stats(self) -> tuple[int, float]:
         return self.gen_tokens, self.gen_seconds
@@ -169,7 +180,6 @@ class PipelineRollouts:
         self.factory = factory
         self.batch_prompts = batch_prompts
         self.max_lag = max_lag
-        self.samples_per_batch = batch_prompts * factory.recipe.generations_per_prompt
         self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent)
         self.issued: dict[int, list[Request]] = {}
         for batch_index, reqs in issued or []:  # resumed: re-issue what was drawn

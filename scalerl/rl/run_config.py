@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_, load_mapping
+from scalerl.rl.numerics import StepNumerics
 from scalerl.rl.rollout_log import RolloutLogConfig
 from scalerl.rollout.vllm_settings import VllmSettings
 from scalerl.tracking.config import TrackingConfig
@@ -184,36 +185,16 @@ class RunConfig(Config):
         0, "prompts (groups) per trainer forward/backward; 0 = the whole batch at once", ge=0
     )
     trainer_ranks: int = field_(
-        1, "data-parallel (FSDP2) trainer processes; > 1: `scalerl train` relaunches itself "
-        "under torchrun --standalone (one rank per GPU on CUDA; gloo on CPU), see scalerl.dist",
+        1, "data-parallel (FSDP2) trainer ranks, one per GPU on CUDA (gloo processes on CPU); "
+        "> 1: `scalerl train` relaunches itself under torchrun (srun + torchrun across the "
+        "nodes of a multi-node SLURM job), the same trainer at every size (scalerl.parallel)",
         ge=1,
     )
     eval: EvalConfig = field_(default_factory=EvalConfig, doc="evaluation settings")
-    # Numerics of the trainer's optimizer step (scalerl.rl.update.StepNumerics, whose field
-    # docs these repeat); the defaults are the CPU behaviour: float32 everywhere, unchunked.
-    param_dtype: str = field_(
-        "float32", "trainer parameters, gradients and AdamW state (the master weights): the "
-        "model is loaded in this dtype whatever its own (the generators keep the model's); "
-        "bfloat16 = pure-bf16 training, for memory experiments only (updates below half a "
-        "bf16 ulp round away)", choices=("float32", "bfloat16"),
-    )
-    compute_dtype: str = field_(
-        "auto", "dtype of the trainer body's forward/backward (torch.autocast below "
-        "param_dtype); auto = bfloat16 on CUDA, float32 on CPU. The FP32 LM head is never "
-        "autocast", choices=("auto", "float32", "bfloat16"),
-    )
-    logprob_chunk_tokens: int = field_(
-        0, "loss positions per chunk of the trainer's LM head + log-softmax (peak O(chunk·V)); "
-        "0 = the whole micro-batch at once (O(B·T·V))", ge=0,
-    )
-    micro_batch_tokens: int = field_(
-        0, "padded-token budget per trainer micro-batch (sequences sorted by length, groups "
-        "may be split); 0 = train_micro_batch whole groups", ge=0,
-    )
-    gradient_checkpointing: bool = field_(
-        False, "recompute decoder-layer activations in the trainer's backward (on for the "
-        "optimizer step only)",
-    )
+    numerics: StepNumerics = field_(
+        default_factory=StepNumerics,
+        doc="trainer numerics at every world size: param/compute dtype, chunked FP32 head, "
+        "token-budget micro-batches, gradient checkpointing (scalerl.rl.numerics)")
     vllm: VllmSettings = field_(default_factory=VllmSettings,
                                 doc="vLLM engine settings (engine: vllm; scalerl.rollout."
                                 "vllm_settings)")
@@ -221,15 +202,6 @@ class RunConfig(Config):
         default_factory=RolloutLogConfig, doc="per-sample rollouts.parquet in every chunk")
     tracking: TrackingConfig = field_(
         default_factory=TrackingConfig, doc="experiment tracker: none, wandb, mlflow, tensorboard")
-
-    def numerics(self) -> Any:
-        """The optimizer step's `scalerl.rl.update.StepNumerics` of these fields."""
-        from scalerl.rl.update import StepNumerics
-
-        return StepNumerics(param_dtype=self.param_dtype, compute_dtype=self.compute_dtype,
-                            logprob_chunk_tokens=self.logprob_chunk_tokens,
-                            micro_batch_tokens=self.micro_batch_tokens,
-                            gradient_checkpointing=self.gradient_checkpointing)
 
     def resolved_recipe(self) -> Any:
         """The run's RecipeConfig: preset + overrides, then the length budgets of `gen_len`."""
@@ -256,7 +228,6 @@ class RunConfig(Config):
         if any(steps < 1 for steps in self.chunk_steps):
             raise ConfigError(f"chunk_steps = {list(self.chunk_steps)}: every chunk needs >= 1 "
                               "step")
-        self.numerics()  # bfloat16 params with float32 compute fails here, naming both
         if not self.run or any(c in self.run for c in "/\\ \t\n"):
             raise ConfigError(f"run = {self.run!r}: use a non-empty id without '/' or spaces")
 

@@ -1,4 +1,5 @@
-"""The trainer: one chunk of one run, from a base model or the previous chunk's checkpoint.
+"""The trainer: one chunk of one run, at any number of trainer ranks, from a base model or the
+previous chunk's checkpoint.
 
 `train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_in_chunk(K)`
 optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoint`, with
@@ -9,11 +10,13 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
 2. verdicts from the verifiers (`scalerl.rl.grading`: computed by the PipelineRL generator
    processes as samples finish, by the trainer in the in-process modes), recorded in the
    No-Positive-Resampling history (`scalerl.rl.prompts`);
-3. rewards, zero-variance filter, advantages, tensors (`scalerl.rl.batch`);
+3. rewards, zero-variance filter, advantages and loss denominators of the whole batch
+   (`scalerl.rl.batch.score_batch`), each trainer rank's share of the kept samples
+   (`split_shares`: whole prompt groups, token-balanced) and its padded tensors;
 4. one optimizer step (`scalerl.rl.update`): trainer log-probabilities with the FP32 LM-head
    switch, the recipe's loss, backward by micro-batches (whole prompts, or a token budget),
    grad-norm clipping, AdamW with linear warmup then a constant LR, with the run's numerics
-   (`RunConfig.numerics()`: the trainer loads the model in `param_dtype`, fp32 master weights
+   (`RunConfig.numerics`: the trainer loads the model in `param_dtype`, fp32 master weights
    by default, and computes the body in `compute_dtype`, bf16 on CUDA by default);
 5. new weights to the generators; a steps row (`scalerl.rl.steps`) with compute
    (`scalerl.rl.compute`), rates, loss statistics, staleness and throughput; progress on
@@ -21,15 +24,29 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
    `tracking` backend, the steps row to W&B/MLflow/TensorBoard (`scalerl.tracking`). The
    row's time_* columns split the step's wall-clock into its phases (`scalerl.rl.steps`).
 
-Threads and devices: on CPU the cores are split evenly between the trainer and the generator
-processes (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes take them
-all; on CUDA the trainer takes cuda:0 and each generator its own device(s) when there are
-enough (`CUDA_VISIBLE_DEVICES` per generator, naming the trainer's own i-th visible device:
-`child_visible_devices`), else they share cuda:0. Device-hours count the distinct devices held.
+World size (`trainer_ranks`, docs/design.md "Scale-out"): this loop is the trainer of every
+world size. The ranks are a `scalerl.parallel.world.World` (the identity at one rank): the main
+rank owns everything outside the update (rollouts, grading, prompt history, statistics, rows,
+progress, tracker) and scatters the ranks' shares; every rank runs `optimizer_step` on its share
+of the FSDP2-sharded policy (`scalerl.parallel.shard`). Only three things depend on the world
+size, each a seam in one place: the policy's sharding, how the generators' weights are gathered
+(`publish_weights`: the model's own state dict at one rank; at several, gathered to the main
+rank's CPU memory one parameter at a time, `scalerl.parallel.checkpoint.gathered_state_dict`,
+never a full copy on its GPU) and how checkpoints are written (`_Chunk.save`: one directory, or
+DCP shards + the full model dir). Every RunConfig field means the same at every size: recipe
+resolution, gen_len budgets, numerics, devices, tracker, timings, rollouts.parquet.
+
+Threads and devices: on CPU the cores are split evenly between the ranks and the generator
+processes of the node (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes
+take them all; on CUDA each rank trains on cuda:LOCAL_RANK and each generator takes its own
+device(s) after the node's trainer ranks when there are enough (`CUDA_VISIBLE_DEVICES` per
+generator, naming the parent's visible entries: `child_visible_devices`), else they share the
+main rank's device. In-process generation at several ranks runs on a copy of the policy in the
+model's own dtype on the main rank's device. Device-hours count the distinct devices held.
 
 Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
-naming the step (and the parameters with non-finite gradients) before any weight changes; staleness above max_lag is impossible by construction and
-asserted (`scalerl.rl.pipeline`).
+naming the step (and the parameters with non-finite gradients) before any weight changes;
+staleness above max_lag is impossible by construction and asserted (`scalerl.rl.pipeline`).
 
 Resume: every `save_every` steps the full state goes atomically into `OUT.partial` (a sibling
 directory). A rerun of the same chunk continues from there without recomputing earlier steps
@@ -37,10 +54,8 @@ and the finished chunk is promoted atomically to OUT; OUT never holds a half-wri
 A rerun first removes the temporary directories a killed save left beside OUT.
 On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: model, optimizer,
 scheduler, all RNGs, the sampler and the request counter are restored and every sample's
-randomness depends only on (seed, prompt_id, sample_idx).
-
-Data-parallel trainer ranks (`trainer_ranks > 1`, FSDP2 under torchrun) run the chunk in
-`scalerl.dist.trainer`; this module is the single-process trainer.
+randomness depends only on (seed, prompt_id, sample_idx). A checkpoint written by several ranks
+resumes at any world size (DCP reshards); one written by one rank resumes at one rank.
 
 Deliberately left out: KL/entropy terms (not part of ScaleRL).
 """
@@ -60,8 +75,16 @@ import numpy as np
 import torch
 
 from scalerl.config import ConfigError, config_hash
+from scalerl.parallel.checkpoint import (
+    gathered_state_dict,
+    has_shards,
+    load_sharded_state,
+    write_sharded_checkpoint,
+)
+from scalerl.parallel.shard import ScoringPolicy, shard_policy
+from scalerl.parallel.world import World, init_world
 from scalerl.rl import checkpoint as ckpt
-from scalerl.rl.batch import assemble_batch
+from scalerl.rl.batch import RankShare, score_batch, split_shares
 from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
@@ -83,22 +106,25 @@ class ChunkResult:
 
 
 # -- setup helpers -------------------------------------------------------------------------------
-def resolve_devices(cfg: RunConfig, pipeline: bool) -> tuple[str, list[dict[str, str]], int]:
-    """(trainer device, per-generator env, devices held) for the run's device setting."""
-    use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device: cuda was asked for but torch sees no CUDA device; use auto")
+def resolve_devices(cfg: RunConfig, pipeline: bool, world: World) -> tuple[list[dict], int]:
+    """(per-generator environment, devices held by the run) for the run's device setting.
+
+    Generators run on the main rank's node: on CUDA each takes `tensor_parallel_size` devices
+    (vLLM) or one (HF) after the node's `world.local_size` trainer ranks, named through this
+    process's visible list (`child_visible_devices`); without enough devices they share the
+    main rank's device. CPU runs count one device per rank."""
     n_gen = cfg.generators if pipeline else 0
-    if not use_cuda:
-        return "cpu", [{} for _ in range(n_gen)], 1
-    n_gpu = torch.cuda.device_count()
+    if world.device.type != "cuda":
+        return [{} for _ in range(n_gen)], world.size
     per_gen = cfg.vllm.tensor_parallel_size if cfg.engine == "vllm" else 1
-    if n_gen and n_gpu >= 1 + n_gen * per_gen:  # generators on their own devices
+    first = world.local_size
+    if n_gen and torch.cuda.device_count() >= first + n_gen * per_gen:
         parent = os.environ.get("CUDA_VISIBLE_DEVICES")
         envs = [{"CUDA_VISIBLE_DEVICES": child_visible_devices(
-            parent, range(1 + i * per_gen, 1 + (i + 1) * per_gen))} for i in range(n_gen)]
-        return "cuda:0", envs, 1 + n_gen * per_gen
-    return "cuda:0", [{} for _ in range(n_gen)], 1
+            parent, range(first + i * per_gen, first + (i + 1) * per_gen))}
+            for i in range(n_gen)]
+        return envs, world.size + n_gen * per_gen
+    return [{} for _ in range(n_gen)], world.size
 
 
 def child_visible_devices(parent_visible: str | None, indices: Sequence[int]) -> str:
@@ -178,17 +204,30 @@ def _init_state(cfg: RunConfig, chunk: int, init: Path, partial: Path) -> tuple[
     return init, state
 
 
+def _load_optimizer(run: _Chunk, load_from: Path, state: Mapping[str, Any]) -> None:
+    """The optimizer state (and, sharded, the model shards) of the checkpoint to continue."""
+    if has_shards(load_from):  # written by several ranks: DCP reshards onto any world size
+        load_sharded_state(load_from, run.policy, run.optimizer)
+    elif run.world.distributed:
+        raise ConfigError(f"{load_from} was written by one trainer rank (no dcp/ shards): its "
+                          f"optimizer state cannot be sharded over {run.world.size} ranks; "
+                          "continue it with trainer_ranks 1, or start the run over")
+    else:
+        run.optimizer.load_state_dict(state["optimizer"])
+
+
 # -- the chunk -----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Chunk:
     """Everything a chunk mutates, saved together (intra-chunk saves and the final one)."""
 
     cfg: RunConfig
+    world: World
     chunk: int
     init: str  # resolved --init, recorded so a partial save is only resumed from the same one
     chunk_start: int
     step: int
-    model: Any
+    policy: ScoringPolicy  # the HF model (`.model`), FSDP2-sharded at several ranks
     tokenizer: Any
     optimizer: Any
     scheduler: Any
@@ -196,13 +235,17 @@ class _Chunk:
     factory: Any  # RequestFactory
     compute: ComputeCounter
     rows: list[dict[str, Any]]
-    rollouts: Any = None
+    rollouts: Any = None  # main rank only
     rollout_log: Any = None  # scalerl.rl.rollout_log.RolloutLog: rollouts.parquet rows
     tracker: Any = None  # scalerl.tracking.Tracker: steps rows to W&B/MLflow/TensorBoard
 
+    @property
+    def model(self) -> Any:
+        return self.policy.model
+
     def load(self, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
-        """Restore a trainer state; returns the rollout source's state."""
-        self.optimizer.load_state_dict(state["optimizer"])
+        """Restore a trainer state (all but the optimizer: `_load_optimizer`); returns the
+        rollout source's state."""
         self.scheduler.load_state_dict(state["scheduler"])
         ckpt.restore_rng_state(state["rng"])
         self.source.load_state_dict(state["sampler"])
@@ -214,8 +257,8 @@ class _Chunk:
         return dict(state["rollouts"])
 
     def state_and_summary(self, *, partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The trainer state to save (all but the optimizer, which the caller adds: whole
-        here, sharded in `scalerl.dist`) and the checkpoint's summary."""
+        """The trainer state to save (all but the optimizer, which `save` adds: whole at one
+        rank, sharded in dcp/ at several) and the checkpoint's summary."""
         cfg, compute = self.cfg, self.compute
         state = {
             "run": cfg.run, "chunk": self.chunk, "chunk_start": self.chunk_start,
@@ -228,7 +271,8 @@ class _Chunk:
         summary = {"run": cfg.run, "chunk": self.chunk, "step": self.step, "version": self.step,
                    "compute_flops": compute.flops, "compute_device_hours": compute.device_hours,
                    "tokens": compute.tokens, "npr_retired": self.source.n_retired,
-                   "config_hash": config_hash(cfg), "partial": partial}
+                   "config_hash": config_hash(cfg), "partial": partial,
+                   "trainer_ranks": self.world.size}
         return state, summary
 
     def open_rollout_log(self, resumed_from: Path | None) -> None:
@@ -255,11 +299,33 @@ class _Chunk:
             write_steps(self.rows, tmp / "steps.parquet", self.cfg)
 
     def save(self, path: Path, *, partial: bool) -> None:
-        state, summary = self.state_and_summary(partial=partial)
-        state["optimizer"] = self.optimizer.state_dict()
-        ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
-                              summary=summary,
-                              extra=lambda tmp: self.write_outputs(tmp, partial=partial))
+        """Write a checkpoint: one directory at one rank; at several, DCP shards from every
+        rank + the gathered model dir and the state from the main rank (a collective)."""
+        if not self.world.distributed:
+            state, summary = self.state_and_summary(partial=partial)
+            state["optimizer"] = self.optimizer.state_dict()
+            ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
+                                  summary=summary,
+                                  extra=lambda tmp: self.write_outputs(tmp, partial=partial))
+            return
+
+        def write_main(tmp: Path) -> None:
+            state, summary = self.state_and_summary(partial=partial)
+            ckpt.write_state_files(tmp, state=state, summary=summary, sharded=True)
+            self.write_outputs(tmp, partial=partial)
+
+        write_sharded_checkpoint(path, policy=self.policy, optimizer=self.optimizer,
+                                 tokenizer=self.tokenizer, world=self.world,
+                                 write_main=write_main)
+
+
+def publish_weights(run: _Chunk) -> Mapping[str, torch.Tensor]:
+    """The policy's weights for the generators (module docstring): the HF model's own state
+    dict at one rank; gathered to the main rank's CPU memory at several ({} elsewhere; a
+    collective)."""
+    if not run.world.distributed:
+        return run.model.state_dict()
+    return gathered_state_dict(run.policy)
 
 
 def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
@@ -268,12 +334,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
 
     `model_cfg` (a ModelConfig: dtype, prompt format) defaults to the one the init directory's
     base_info.json records, else ModelConfig defaults; the FP32 head switch always comes from
-    the recipe."""
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of torchrun: FSDP trainer ranks
-        from scalerl.dist.trainer import train_chunk_distributed
-
-        return train_chunk_distributed(cfg, chunk=chunk, init=init, prompts=prompts, out=out,
-                                       model_cfg=model_cfg)
+    the recipe. Under torchrun every rank calls it."""
     from transformers.utils import logging as hf_logging
 
     from scalerl.models.loading import (
@@ -287,83 +348,96 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     from scalerl.rollout.config import encode_text
 
     hf_logging.disable_progress_bar()  # per-save/load bars would drown the step lines
+    world = init_world(cfg.device)
     out, init, partial = Path(out), Path(init), _partial_dir(Path(out))
-    for stale in (*remove_stale_temps(out), *remove_stale_temps(partial)):
-        progress(f"train {cfg.run} chunk {chunk}: removed {stale.name} (left by a killed save)")
+    if world.is_main:
+        for stale in (*remove_stale_temps(out), *remove_stale_temps(partial)):
+            progress(f"train {cfg.run} chunk {chunk}: removed {stale.name} (left by a killed "
+                     "save)")
+    world.barrier()
     recipe = cfg.resolved_recipe()
     steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"
     load_from, state = _init_state(cfg, chunk, init, partial)
     resumed = state is not None and state["chunk"] == chunk
-    device, gen_envs, n_devices = resolve_devices(cfg, pipeline)
-    threads = plan_threads(cfg, 1 + (cfg.generators if pipeline else 0))
+    gen_envs, n_devices = resolve_devices(cfg, pipeline, world)
+    threads = plan_threads(cfg, world.local_size + (cfg.generators if pipeline else 0))
     torch.set_num_threads(threads)
 
     model_cfg = (model_cfg or load_model_config(None, load_from)).replace(
         name=str(load_from.resolve()), fp32_lm_head=recipe.fp32_lm_head)
     tokenizer = load_tokenizer(load_from)
     # the trainer's copy in param_dtype (fp32 master weights); generators keep model_cfg.dtype
-    model = load_model(load_from, model_cfg.replace(dtype=cfg.param_dtype), device)
-    cap = generation_budget(cfg, len(encode_text(tokenizer, recipe.interruption_text)))
-    cap = cap.max_new_tokens
-    optimizer, scheduler = make_optimizer(model, recipe)
+    model = load_model(load_from, model_cfg.replace(dtype=cfg.numerics.param_dtype),
+                       "cpu" if world.distributed else world.device)
+    n_params = count_flop_params(model)  # before sharding: the full model's
+    policy = shard_policy(model, world)
+    optimizer, scheduler = make_optimizer(policy, recipe)
+    budget = generation_budget(cfg, len(encode_text(tokenizer, recipe.interruption_text)))
     source = PromptSource(
         load_prompt_table(prompts, "train"), cfg.task_weights.as_dict(),
         lambda text: format_prompt(tokenizer, text, model_cfg),
         npr_threshold=recipe.npr_threshold, npr_min_samples=recipe.npr_min_samples,
         seed=cfg.seed)
-    run = _Chunk(cfg, chunk, str(init.resolve()), 0, 0, model, tokenizer, optimizer, scheduler,
-                 source, RequestFactory(source, recipe, cap, cfg.seed),
-                 ComputeCounter(n_params=count_flop_params(model), n_devices=n_devices), [])
+    run = _Chunk(cfg, world, chunk, str(init.resolve()), 0, 0, policy, tokenizer, optimizer,
+                 scheduler, source,
+                 RequestFactory(source, recipe.generations_per_prompt, budget, cfg.seed),
+                 ComputeCounter(n_params=n_params, n_devices=n_devices), [])
     if state is None:
         _seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
     else:
         rollout_state = run.load(state, resumed)
-    run.open_rollout_log(partial if resumed else None)
-    run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, device,
-                                  gen_envs, threads, rollout_state)
-    chunk_end = run.chunk_start + steps
-    progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}..{chunk_end} "
-             f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
-             f"{recipe.off_policy}{'-' + str(recipe.max_lag) if pipeline else ''}, "
-             f"{recipe.prompts_per_step}x{recipe.generations_per_prompt} samples/step, "
-             f"cap {cap} tokens, {threads} thread(s)/process, device {device}")
+        _load_optimizer(run, load_from, state)
+    weights = publish_weights(run)  # a collective at several ranks
+    if world.is_main:
+        run.open_rollout_log(partial if resumed else None)
+        run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, gen_envs,
+                                      threads, rollout_state, weights)
+        progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}.."
+                 f"{run.chunk_start + steps} "
+                 f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
+                 f"{recipe.off_policy}{'-' + str(recipe.max_lag) if pipeline else ''}, "
+                 f"{recipe.prompts_per_step}x{recipe.generations_per_prompt} samples/step, "
+                 f"cap {budget.max_new_tokens} tokens, {world.size} trainer rank(s), "
+                 f"{threads} thread(s)/process, device {world.device}")
+        run.tracker = make_tracker(cfg.tracking, run=cfg.run, config=cfg.to_dict())
+    del weights
     first_step = run.step
-    run.tracker = make_tracker(cfg.tracking, run=cfg.run, config=cfg.to_dict())
     try:
-        _loop(run, recipe, chunk_end, threads, partial)
+        _loop(run, recipe, run.chunk_start + steps, threads, partial)
     finally:
-        run.rollouts.close()
-        run.tracker.close()
+        if world.is_main:
+            run.rollouts.close()
+            run.tracker.close()
     run.save(out, partial=False)
-    shutil.rmtree(partial, ignore_errors=True)
-    progress(f"train {cfg.run} chunk {chunk}: wrote {out} (step {run.step}, "
-             f"{run.compute.flops:.3e} FLOPs, {run.compute.device_hours:.4f} device-hours)")
+    if world.is_main:
+        shutil.rmtree(partial, ignore_errors=True)
+        progress(f"train {cfg.run} chunk {chunk}: wrote {out} (step {run.step}, "
+                 f"{run.compute.flops:.3e} FLOPs, {run.compute.device_hours:.4f} device-hours)")
+    world.barrier()
     return ChunkResult(out=out, rows=run.rows, resumed_at_step=first_step if resumed else None)
 
 
 def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts: str | Path,
-                   device: str, gen_envs: list[dict], threads: int,
-                   rollout_state: dict) -> Any:
-    """The off-policy mode's rollout source (pipeline processes or an in-process engine)."""
+                   gen_envs: list[dict], threads: int, rollout_state: dict,
+                   weights: Mapping[str, torch.Tensor]) -> Any:
+    """The off-policy mode's rollout source on the main rank (pipeline processes or an
+    in-process engine)."""
     from scalerl.rl.grading import make_generator_grader
     from scalerl.rl.pipeline import EngineSpec
     from scalerl.rl.rollouts import OnPolicyRollouts, PipelineRollouts, PPORollouts
     from scalerl.rollout.config import EngineConfig, make_engine
     from scalerl.rollout.hf_engine import HFEngine
 
+    device = run.world.device
     gen_batch = cfg.gen_batch or recipe.samples_per_step
     engine_cfg = EngineConfig(backend=cfg.engine, temperature=cfg.temperature,
                               max_batch=gen_batch, seed=cfg.seed,
                               interruption_text=recipe.interruption_text,
-                              device="cuda" if device.startswith("cuda") else "cpu",
+                              device="cuda" if device.type == "cuda" else "cpu",
                               vllm=_vllm_settings(cfg, run, model_cfg,
                                                   recipe.off_policy == "pipeline"))
-
-    def weights() -> Mapping[str, torch.Tensor]:
-        return run.model.state_dict()
-
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
@@ -371,77 +445,98 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
                             "env": env}, threads=threads, grader=make_generator_grader,
                             grader_kwargs=grader_kwargs) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
-                                gen_batch, run.step, weights(), rollout_state.get("issued"))
-    # in-process: the HF engine shares the trainer's model (no weight copies)
-    engine = (HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
-                       version=run.step) if cfg.engine == "hf"
-              else make_engine(load_from, model_cfg, engine_cfg))
+                                gen_batch, run.step, weights, rollout_state.get("issued"))
+    if cfg.engine != "hf":
+        engine = make_engine(load_from, model_cfg, engine_cfg)
+    elif run.world.distributed:  # the policy is sharded: generate on a copy in the model's dtype
+        from scalerl.models.loading import load_model
+
+        engine = HFEngine(load_model(load_from, model_cfg, device), run.tokenizer, engine_cfg,
+                          fp32_lm_head=recipe.fp32_lm_head, version=run.step)
+    else:  # the HF engine shares the trainer's model (no weight copies)
+        engine = HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
+                          version=run.step)
+    first = dict(weights)
     if recipe.off_policy == "ppo":
         rollouts = PPORollouts(engine, run.factory, recipe.prompts_per_step,
-                               recipe.ppo_minibatches, run.step, weights)
+                               recipe.ppo_minibatches, run.step, lambda: first)
         rollouts.load_state_dict(rollout_state)
         return rollouts
-    return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, weights)
+    return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, lambda: first)
 
 
 def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path) -> None:
-    """Steps until `chunk_end`: rollouts → verdicts → batch → update → row, saves."""
+    """Steps until `chunk_end`: rollouts → verdicts → shares → update → row, saves."""
     from scalerl.rl.grading import grade
 
-    cfg, source = run.cfg, run.source
+    cfg, source, world = run.cfg, run.source, run.world
     last_end = time.perf_counter()
     first_step = run.step
-    numerics = cfg.numerics()
-    gen_prev = run.rollouts.gen_stats()
-    line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
-                        chunk_end - first_step)  # one updating line on a terminal
+    numerics = cfg.numerics
+    pad_id = run.tokenizer.pad_token_id or 0
     pipeline = recipe.off_policy == "pipeline"
+    line = gen_prev = None
+    if world.is_main:
+        gen_prev = run.rollouts.gen_stats()
+        line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
+                            chunk_end - first_step)  # one updating line on a terminal
     while run.step < chunk_end:
         t0 = time.perf_counter()
-        completions = run.rollouts.next_batch(run.step)
-        t1 = time.perf_counter()
-        scores = grade(completions, source, workers=threads)
-        verdicts = [s.correct for s in scores]
-        retired = source.update([c.request.prompt_id for c in completions], verdicts)
-        t2 = time.perf_counter()
-        batch, stats = assemble_batch(completions, verdicts, recipe, run.step,
-                                      pad_id=run.tokenizer.pad_token_id or 0)
-        run.log_samples(completions, verdicts, stats, retired)
+        shares: list[RankShare] | None = None
+        if world.is_main:
+            completions = run.rollouts.next_batch(run.step)
+            t1 = time.perf_counter()
+            scores = grade(completions, source, workers=threads)
+            verdicts = [s.correct for s in scores]
+            retired = source.update([c.request.prompt_id for c in completions], verdicts)
+            t2 = time.perf_counter()
+            scored = score_batch(completions, verdicts, recipe, run.step)
+            stats = scored.stats
+            run.log_samples(completions, verdicts, stats, retired)
+            shares = split_shares(scored, world.size)
+        share: RankShare = world.scatter_object(shares)
+        batch = share.pad(pad_id)
         t_train = time.perf_counter()
-        metrics = optimizer_step(run.model, run.optimizer, run.scheduler, batch, recipe,
+        metrics = optimizer_step(run.policy, run.optimizer, run.scheduler, batch, recipe,
                                  temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,
-                                 step=run.step + 1, numerics=numerics)
+                                 step=run.step + 1, numerics=numerics,
+                                 normalizer=share.normalizer, world=world)
         train_s = time.perf_counter() - t_train
         run.step += 1
         t_push = time.perf_counter()
-        run.rollouts.after_step(lambda: run.model.state_dict(), run.step)
-        now = time.perf_counter()
-        timing = {"generate_s": 0.0 if pipeline else t1 - t0,
-                  "wait_s": t1 - t0 if pipeline else 0.0, "grade_s": t2 - t1,
-                  "batch_s": t_train - t2, **metrics["timing"], "push_s": now - t_push}
-        run.compute.add_step(wall_seconds=now - last_end, prompt_tokens=stats.prompt_tokens,
-                             completion_tokens=stats.completion_tokens,
-                             trained_tokens=metrics["trained_tokens"])
-        last_end = now
-        gen_now = run.rollouts.gen_stats()
-        busy = gen_now[1] - gen_prev[1]  # no decoding since the last step (PPO): NaN
-        gen_tps = (gen_now[0] - gen_prev[0]) / busy if busy > 0 else float("nan")
-        gen_prev = gen_now
-        row = _row(run, stats, metrics, gen_tps, metrics["trained_tokens"] / max(train_s, 1e-9),
-                   timing)
-        run.rows.append(row)
-        run.tracker.log_step(row, step=run.step, flops=row["compute_flops"],
-                             device_hours=row["compute_device_hours"])
-        line.update(run.step - first_step,
-                    f"step {run.step} reward {stats.reward_mean:+.3f} pass "
-                    f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
-                    f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
-                    f"{row['train_tokens_per_s']:.0f} tok/s pad {metrics['padding_fraction']:.2f} "
-                    f"staleness {stats.staleness_mean:.1f}/{stats.staleness_max}")
+        weights = publish_weights(run)  # a collective at several ranks
+        if world.is_main:
+            run.rollouts.after_step(lambda w=weights: w, run.step)
+            now = time.perf_counter()
+            timing = {"generate_s": 0.0 if pipeline else t1 - t0,
+                      "wait_s": t1 - t0 if pipeline else 0.0, "grade_s": t2 - t1,
+                      "batch_s": t_train - t2, **metrics["timing"], "push_s": now - t_push}
+            run.compute.add_step(wall_seconds=now - last_end, prompt_tokens=stats.prompt_tokens,
+                                 completion_tokens=stats.completion_tokens,
+                                 trained_tokens=metrics["trained_tokens"])
+            last_end = now
+            gen_now = run.rollouts.gen_stats()
+            busy = gen_now[1] - gen_prev[1]  # no decoding since the last step (PPO): NaN
+            gen_tps = (gen_now[0] - gen_prev[0]) / busy if busy > 0 else float("nan")
+            gen_prev = gen_now
+            row = _row(run, stats, metrics, gen_tps,
+                       metrics["trained_tokens"] / max(train_s, 1e-9), timing)
+            run.rows.append(row)
+            run.tracker.log_step(row, step=run.step, flops=row["compute_flops"],
+                                 device_hours=row["compute_device_hours"])
+            line.update(run.step - first_step,
+                        f"step {run.step} reward {stats.reward_mean:+.3f} pass "
+                        f"{stats.pass_rate:.3f} kept {stats.n_kept}/{stats.n_samples} loss "
+                        f"{metrics['loss']:+.4f} gen {gen_tps:.0f} tok/s train "
+                        f"{row['train_tokens_per_s']:.0f} tok/s pad "
+                        f"{metrics['padding_fraction']:.2f} staleness "
+                        f"{stats.staleness_mean:.1f}/{stats.staleness_max}")
+        del weights
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)
-    line.close()
+    if line is not None:
+        line.close()
 
 
 def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudget:

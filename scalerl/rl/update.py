@@ -1,21 +1,34 @@
-"""One optimizer step of the policy: trainer log-probabilities, the recipe's loss, AdamW.
+"""One optimizer step of the policy at any world size: log-probabilities, the loss, AdamW.
 
-`optimizer_step(model, optimizer, scheduler, batch, recipe, ..., numerics=StepNumerics(...))`:
+`optimizer_step(policy, optimizer, scheduler, batch, recipe, ..., numerics=StepNumerics(...),
+normalizer=..., world=...)`, the one step of every world size (docs/design.md, "Scale-out"):
 
-1. splits the batch into micro-batches: whole prompts (`micro_groups` groups; 0 = all) or,
-   with `numerics.micro_batch_tokens`, a token budget (`scalerl.rl.batch.split_by_tokens`:
-   sorted by length, a prompt's samples may be split); the loss denominators are taken once
-   over the whole batch (`scalerl.rl.losses.LossNormalizer`) and each micro-batch's loss is its
-   share of the batch loss, so Σ loss_micro equals the loss of the whole batch for prompt,
-   sample and token aggregation alike, and so do the gradients (advantages were normalised
-   over the whole batch by `assemble_batch` before any split);
+1. splits this rank's rows (`batch`; the whole batch at one rank) into micro-batches: whole
+   prompts (`micro_groups` groups; 0 = all) or, with `numerics.micro_batch_tokens`, a token
+   budget (`scalerl.rl.batch.split_by_tokens`: sorted by length, a prompt's samples may be
+   split). The loss denominators are the whole batch's (`normalizer`, from
+   `scalerl.rl.batch.score_batch`; computed from `batch` when not given, at one rank), so each
+   micro-batch's loss is its share of the batch loss and Σ over micro-batches and ranks equals
+   the loss of the whole batch, for prompt, sample and token aggregation alike, and so do the
+   gradients (advantages were normalised over the whole batch before any split);
 2. computes log π_train of every completion token with the FP32 LM-head switch at the
-   sampling temperature (`scalerl.models.logprobs.sequence_logprobs`: the same temperature the
-   generator used, so ρ = π_train/π_gen compares like with like) and the token entropy (a
-   metric, no graph); with `numerics.logprob_chunk_tokens` only the loss positions are scored,
-   that many at a time, with the head's backward memory bounded too;
+   sampling temperature (`scalerl.models.logprobs.sequence_logprobs` through
+   `scalerl.parallel.shard.ScoringPolicy`: the same temperature the generator used, so
+   ρ = π_train/π_gen compares like with like) and the token entropy (a metric, no graph); with
+   `numerics.logprob_chunk_tokens` only the loss positions are scored, that many at a time,
+   with the head's backward memory bounded too;
 3. the recipe's loss (`scalerl.rl.losses.compute_loss`), backward, global grad-norm clipping
-   (`OptimizerConfig.grad_clip`), AdamW step and the LR schedule step.
+   (`OptimizerConfig.grad_clip`: the norm of the local gradient shards all-reduced, the
+   coefficient of `torch.nn.utils.clip_grad_norm_`: max_norm / (norm + 1e-6), at most 1),
+   AdamW step and the LR schedule step.
+
+Several ranks (`world`, `scalerl.parallel.world.World`; the identity at one rank): FSDP runs
+collectives in every forward and backward, so every rank runs the same number of micro-batches
+(the maximum over ranks): a rank with fewer (or no rows) forwards a two-token dummy whose loss
+is 0 · Σ logp (zero gradients, same collectives). A non-finite log-probability or loss on any
+rank raises `NonFiniteError` on every rank (`World.any`), before any weight changes. Metrics
+are global: loss, entropy, IS-ratio mean and clip fraction are token-weighted sums over ranks;
+`micro_batches` is the per-rank count (the maximum over ranks).
 
 The returned metrics carry `timing`: wall-clock seconds of the log-probability forwards
 (`logprob_s`), loss + backward (`backward_s`) and clip + AdamW + LR step (`optimizer_s`),
@@ -32,27 +45,27 @@ tests/rl/test_numerics.py), against every weight with float32 master weights.
 `param_dtype: bfloat16` is accepted for memory experiments only, with that consequence.
 
 `numerics.gradient_checkpointing` recomputes each decoder layer's activations in the backward
-(transformers' non-reentrant checkpointing), switched on for the step only: the model leaves
-the step with checkpointing off and in eval mode, so an HF engine that shares it generates
-with its KV cache as before.
+(transformers' non-reentrant checkpointing; under FSDP2 the recomputation all-gathers the layer
+again), switched on for the step only: the model leaves the step with checkpointing off and in
+eval mode, so an HF engine that shares it generates with its KV cache as before.
 
 `make_optimizer` builds AdamW (recipe betas, eps, weight decay; paper A.3) with a linear warmup
 to a constant LR: lr_s = lr · min(1, (s + 1) / warmup_steps) for 0-based step s.
 
 Guards: non-finite trainer log-probabilities, loss or gradient norm raise `NonFiniteError`
 naming the step (and the parameters with non-finite gradients) before any weight changes.
-A step whose batch is empty (every prompt zero-variance) updates nothing but still advances
-the schedule.
+A step with no kept sample on any rank (every prompt zero-variance) updates nothing but still
+advances the schedule.
 
 Deliberately left out: gradient accumulation across steps, loss scaling (bf16 needs none; no
-float16 compute), data-parallel all-reduce (the normaliser is ready for it) and KL/entropy
-regularisers (not part of ScaleRL).
+float16 compute), skipping the reduce-scatter of all but the last micro-batch
+(`set_requires_gradient_sync`, a later speed-up) and KL/entropy regularisers (not part of
+ScaleRL).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -60,9 +73,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from scalerl.config import Config, ConfigError, field_
-from scalerl.rl.batch import TrainBatch, padding_fraction, split_by_groups, split_by_tokens
+from scalerl.parallel.shard import ScoringPolicy
+from scalerl.parallel.world import SINGLE, World
+from scalerl.rl.batch import TrainBatch, split_by_groups, split_by_tokens
 from scalerl.rl.losses import LossInputs, LossNormalizer, compute_loss
+from scalerl.rl.numerics import StepNumerics
 
 __all__ = ["NonFiniteError", "StepNumerics", "check_param_dtype", "make_optimizer",
            "optimizer_step", "step_precision", "training_checkpointing"]
@@ -70,50 +85,6 @@ __all__ = ["NonFiniteError", "StepNumerics", "check_param_dtype", "make_optimize
 
 class NonFiniteError(RuntimeError):
     """The loss or a gradient became NaN/inf; the message names the step and the tensors."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StepNumerics(Config):
-    """Precision and memory layout of one optimizer step (module docstring)."""
-
-    param_dtype: str = field_(
-        "float32", "dtype of the parameters, gradients and AdamW state (the master weights); "
-        "bfloat16 = pure-bf16 training, for memory experiments only: updates below half a bf16 "
-        "ulp (2^-9..2^-8 |w|) round away, at lr 5e-7 ~1% of weights ever change",
-        choices=("float32", "bfloat16"),
-    )
-    compute_dtype: str = field_(
-        "auto", "dtype of the body's forward/backward (torch.autocast when below param_dtype); "
-        "auto = bfloat16 on CUDA (or with bfloat16 parameters), float32 on CPU. The FP32 LM "
-        "head is never autocast", choices=("auto", "float32", "bfloat16"),
-    )
-    logprob_chunk_tokens: int = field_(
-        0, "loss positions per chunk of the LM head + log-softmax + entropy (peak O(chunk·V) "
-        "in forward and backward); 0 = every position of the micro-batch at once, O(B·T·V)",
-        ge=0,
-    )
-    micro_batch_tokens: int = field_(
-        0, "padded-token budget per micro-batch (sequences sorted by length, prompt groups may "
-        "be split; a longer sequence goes alone); 0 = whole-group micro-batches (micro_groups)",
-        ge=0,
-    )
-    gradient_checkpointing: bool = field_(
-        False, "recompute decoder-layer activations in the backward (non-reentrant); on for "
-        "the step only, off again for generation",
-    )
-
-    def validate(self) -> None:
-        super().validate()
-        if self.param_dtype == "bfloat16" and self.compute_dtype == "float32":
-            raise ConfigError("compute_dtype = float32 with param_dtype = bfloat16: autocast "
-                              "cannot compute bf16 weights in float32; use compute_dtype auto "
-                              "or bfloat16, or param_dtype float32")
-
-    def torch_compute_dtype(self, device: torch.device) -> torch.dtype:
-        """The resolved compute dtype on `device` (auto: bfloat16 on CUDA, else param dtype)."""
-        if self.compute_dtype != "auto":
-            return getattr(torch, self.compute_dtype)
-        return torch.bfloat16 if device.type == "cuda" else getattr(torch, self.param_dtype)
 
 
 # What optimizer_step does without `numerics`: the model's own dtype, no autocast, the
@@ -158,25 +129,86 @@ def training_checkpointing(model, enabled: bool) -> Iterator[None]:
         model.disable_input_require_grads()  # the embedding hook enable() adds for PEFT
 
 
-def _micro_batches(batch: TrainBatch, micro_groups: int, numerics: StepNumerics
+def _micro_batches(batch: TrainBatch | None, micro_groups: int, numerics: StepNumerics
                    ) -> list[TrainBatch]:
+    if batch is None:
+        return []
     if numerics.micro_batch_tokens:
         return split_by_tokens(batch, numerics.micro_batch_tokens)
     return [mb for mb, _ in split_by_groups(batch, micro_groups)]
 
 
-def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe: Any, *,
-                   temperature: float, micro_groups: int, step: int,
-                   numerics: StepNumerics | None = None) -> dict[str, float]:
-    """Forward/backward by micro-batches, clip, AdamW and LR step (module docstring).
+def _dummy(device: torch.device) -> TrainBatch:
+    """Two pad tokens, no loss position: the same collectives as a real micro-batch."""
+    ids = torch.zeros((1, 2), dtype=torch.long, device=device)  # [1, 2]
+    return TrainBatch(ids, torch.ones_like(ids), torch.zeros_like(ids, dtype=torch.bool),
+                      torch.zeros((1, 2), device=device), torch.zeros(1, device=device),
+                      torch.zeros(1, dtype=torch.long, device=device))
 
-    `numerics=None` keeps the model's own dtype and computes in it, unchunked, by whole-group
-    micro-batches; a given `numerics` is also checked against the parameters' dtype."""
+
+def _hf_model(policy):
+    """The HF causal LM inside a `ScoringPolicy`, or `policy` itself."""
+    return policy.model if isinstance(policy, ScoringPolicy) else policy
+
+
+def _score(policy, mb: TrainBatch, recipe: Any, temperature: float, chunk: int, real: bool):
+    """Log-probabilities and entropies [N, L] of a micro-batch (through the root forward of a
+    ScoringPolicy, so FSDP's root hooks run)."""
+    token_mask = mb.loss_mask if chunk and real else None
+    if isinstance(policy, ScoringPolicy):
+        return policy(mb.input_ids, mb.attention_mask, fp32_lm_head=recipe.fp32_lm_head,
+                      temperature=temperature, token_mask=token_mask, chunk_tokens=chunk)
     from scalerl.models.logprobs import sequence_logprobs
 
+    return sequence_logprobs(policy, mb.input_ids, mb.attention_mask,
+                             fp32_lm_head=recipe.fp32_lm_head, temperature=temperature,
+                             return_entropy=True, token_mask=token_mask, chunk_tokens=chunk)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The rank's local shard of a DTensor, or `t` itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _clip(policy, max_norm: float | None, step: int, world: World) -> float:
+    """Global grad norm over the local gradient shards; scales the gradients in place when
+    clipping (`clip_grad_norm_`'s coefficient)."""
+    named = [(n, p) for n, p in policy.named_parameters() if p.grad is not None]
+    sq = torch.zeros((), dtype=torch.float64)
+    for _, p in named:
+        sq += _local(p.grad).detach().double().square().sum().cpu()
+    norm = float(world.all_reduce(sq)) ** 0.5
+    if not np.isfinite(norm):
+        bad = [n for n, p in named if not torch.isfinite(_local(p.grad)).all()]
+        raise NonFiniteError(f"step {step}: gradient norm is {norm}; non-finite gradients "
+                             f"in {bad[:5]}{' ...' if len(bad) > 5 else ''}")
+    coef = min(1.0, max_norm / (norm + 1e-6)) if max_norm is not None else 1.0
+    if coef < 1.0:
+        for _, p in named:
+            _local(p.grad).mul_(coef)
+    return norm
+
+
+def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recipe: Any, *,
+                   temperature: float, micro_groups: int, step: int,
+                   numerics: StepNumerics | None = None,
+                   normalizer: LossNormalizer | None = None,
+                   world: World = SINGLE) -> dict[str, Any]:
+    """Forward/backward by micro-batches, clip, AdamW and LR step (module docstring).
+
+    `policy`: a `ScoringPolicy` (sharded at several ranks) or, at one rank, the HF model.
+    `batch`: this rank's rows (None: none this step). `numerics=None` keeps the model's own
+    dtype and computes in it, unchunked, by whole-group micro-batches; a given `numerics` is
+    also checked against the parameters' dtype. A collective at several ranks: every rank
+    calls it."""
     lr = float(optimizer.param_groups[0]["lr"])
     optimizer.zero_grad(set_to_none=True)
-    if batch is None:  # every prompt was zero-variance: nothing to learn from this step
+    numerics = numerics or _AS_BEFORE
+    if numerics is not _AS_BEFORE:
+        check_param_dtype(policy, numerics)
+    parts = _micro_batches(batch, micro_groups, numerics)
+    n_micro = int(world.all_reduce(torch.tensor([float(len(parts))]), "max").item())
+    if n_micro == 0:  # every prompt was zero-variance: nothing to learn from this step
         t0 = time.perf_counter()
         optimizer.step()  # no parameter has a gradient: AdamW leaves them all untouched
         scheduler.step()
@@ -185,62 +217,63 @@ def optimizer_step(model, optimizer, scheduler, batch: TrainBatch | None, recipe
                 "is_ratio_mean": float("nan"), "clip_fraction": float("nan"), "lr": lr,
                 "trained_tokens": 0, "micro_batches": 0, "padding_fraction": 0.0,
                 "timing": timing}
-    if numerics is None:
-        numerics = _AS_BEFORE
-    else:
-        check_param_dtype(model, numerics)
-    device = next(model.parameters()).device
-    parts = _micro_batches(batch, micro_groups, numerics)
-    normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
+    if normalizer is None:
+        if world.distributed:
+            raise ValueError("optimizer_step at several ranks needs the batch-wide normalizer "
+                             "(scalerl.rl.batch.score_batch)")
+        normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
+    device = next(policy.parameters()).device
     chunk = numerics.logprob_chunk_tokens
-    loss_total, ent_sum, ratio_sum, clip_sum, n_tok = 0.0, 0.0, 0.0, 0.0, 0
+    # [loss, entropy sum, ratio·tokens, clip·tokens, loss tokens, real tokens, positions]
+    sums = torch.zeros(7, dtype=torch.float64)
     t_logprob = t_backward = 0.0
-    model.train()
-    with training_checkpointing(model, numerics.gradient_checkpointing):
-        for mb in parts:
+    policy.train()
+    with training_checkpointing(_hf_model(policy), numerics.gradient_checkpointing):
+        for i in range(n_micro):
             t0 = time.perf_counter()
-            mb = mb.to(device)
-            with step_precision(model, numerics):
-                logp, entropy = sequence_logprobs(  # [N, L], [N, L]
-                    model, mb.input_ids, mb.attention_mask, fp32_lm_head=recipe.fp32_lm_head,
-                    temperature=temperature, return_entropy=True,
-                    token_mask=mb.loss_mask if chunk else None, chunk_tokens=chunk)
-            if not torch.isfinite(logp.detach()[mb.loss_mask]).all():
-                raise NonFiniteError(f"step {step}: the trainer's log-probabilities are "
-                                     "non-finite (NaN/inf in the model's weights or activations)")
+            real = i < len(parts)
+            mb = (parts[i] if real else _dummy(device)).to(device)
+            with step_precision(policy, numerics):
+                logp, entropy = _score(policy, mb, recipe, temperature, chunk, real)  # [N, L]
             t1 = time.perf_counter()
             t_logprob += t1 - t0
-            out = compute_loss(LossInputs(logp, mb.gen_logprobs, mb.advantages, mb.loss_mask,
-                                          mb.group_ids), recipe.loss, normalizer=normalizer)
-            if not torch.isfinite(out.loss):
-                raise NonFiniteError(f"step {step}: the loss is {float(out.loss)} (non-finite)")
+            if not real:
+                world.any(False)  # the flag reduction every rank runs per micro-batch
+                (0.0 * logp.sum()).backward()  # zero gradients through every parameter
+                t_backward += time.perf_counter() - t1
+                continue
+            out, problem = None, None
+            if not bool(torch.isfinite(logp.detach()[mb.loss_mask]).all()):
+                problem = (f"step {step}: the trainer's log-probabilities are non-finite "
+                           "(NaN/inf in the model's weights or activations)")
+            else:
+                out = compute_loss(LossInputs(logp, mb.gen_logprobs, mb.advantages, mb.loss_mask,
+                                              mb.group_ids), recipe.loss, normalizer=normalizer)
+                if not bool(torch.isfinite(out.loss)):
+                    problem = f"step {step}: the loss is {float(out.loss)} (non-finite)"
+            if world.any(problem is not None):  # every rank stops, before any weight changes
+                raise NonFiniteError(problem or f"step {step}: non-finite log-probabilities or "
+                                     "loss on another trainer rank")
             out.loss.backward()
             t_backward += time.perf_counter() - t1
             tokens = int(mb.loss_mask.sum())
-            loss_total += float(out.loss.detach())
-            ent_sum += float(entropy[mb.loss_mask].sum())
-            ratio_sum += out.metrics["is_ratio_mean"] * tokens
-            clip_sum += out.metrics["clip_fraction"] * tokens
-            n_tok += tokens
+            sums += torch.tensor([float(out.loss.detach()), float(entropy[mb.loss_mask].sum()),
+                                  out.metrics["is_ratio_mean"] * tokens,
+                                  out.metrics["clip_fraction"] * tokens, tokens, mb.n_tokens,
+                                  mb.n_positions], dtype=torch.float64)
     t0 = time.perf_counter()
-    params = [p for p in model.parameters() if p.grad is not None]
-    max_norm = recipe.optimizer.grad_clip or float("inf")
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    if not np.isfinite(grad_norm):
-        bad = [n for n, p in model.named_parameters()
-               if p.grad is not None and not torch.isfinite(p.grad).all()]
-        raise NonFiniteError(f"step {step}: gradient norm is {grad_norm}; non-finite gradients "
-                             f"in {bad[:5]}{' ...' if len(bad) > 5 else ''}")
+    grad_norm = _clip(policy, recipe.optimizer.grad_clip, step, world)
     optimizer.step()
     scheduler.step()
-    model.eval()
+    policy.eval()
     timing = {"logprob_s": t_logprob, "backward_s": t_backward,
               "optimizer_s": time.perf_counter() - t0}
-    return {"loss": loss_total, "grad_norm": grad_norm, "entropy": ent_sum / max(1, n_tok),
-            "is_ratio_mean": ratio_sum / max(1, n_tok),
-            "clip_fraction": clip_sum / max(1, n_tok), "lr": lr,
-            "trained_tokens": batch.n_tokens, "micro_batches": len(parts),
-            "padding_fraction": padding_fraction(parts), "timing": timing}
+    loss, ent, ratio, clip, n_tok, real_tok, positions = world.all_reduce(sums).tolist()
+    return {"loss": loss, "grad_norm": grad_norm, "entropy": ent / max(1.0, n_tok),
+            "is_ratio_mean": ratio / max(1.0, n_tok), "clip_fraction": clip / max(1.0, n_tok),
+            "lr": lr, "trained_tokens": int(real_tok), "micro_batches": n_micro,
+            "padding_fraction": 1.0 - real_tok / positions if positions else 0.0,
+            "timing": timing}
 
 
 def make_optimizer(model, recipe: Any) -> tuple[torch.optim.Optimizer, Any]:

@@ -17,7 +17,7 @@ middle of the second intra-chunk save of chunk 4, when the first one is complete
 
 Failpoints in the package: `checkpoint_write` (context: the checkpoint directory's name), hit
 once per checkpoint write after the model weights are in the temporary directory and before the
-trainer state and summary are (`scalerl.rl.checkpoint`, `scalerl.dist.checkpoint`).
+trainer state and summary are (`scalerl.rl.checkpoint`, `scalerl.parallel.checkpoint`).
 
 Deliberately left out: delays and probabilistic triggers (a harness that needs a known state
 stops the process instead of racing it).

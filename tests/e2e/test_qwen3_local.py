@@ -72,8 +72,9 @@ def _run_yaml(path: Path, engine: str) -> Path:
         "save_every": 0, "threads": 1, "engine": engine, "device": "cpu",
         "task_weights": {"math": 1.0, "code": 0.0},
         "eval": {"samples_per_prompt": 2, "max_prompts": 6},
-        "param_dtype": "float32", "compute_dtype": "float32", "micro_batch_tokens": 128,
-        "logprob_chunk_tokens": 16, "gradient_checkpointing": True}))
+        "numerics": {"param_dtype": "float32", "compute_dtype": "float32",
+                     "micro_batch_tokens": 128, "logprob_chunk_tokens": 16,
+                     "gradient_checkpointing": True}}))
     return path
 
 

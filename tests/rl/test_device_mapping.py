@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from scalerl.config import ConfigError
+from scalerl.parallel.world import World
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.trainer import child_visible_devices, resolve_devices
 from scalerl.rollout.vllm_settings import VllmSettings
@@ -28,21 +29,45 @@ def three_gpus(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
 
 
+ONE_GPU_RANK = World(device=torch.device("cuda:0"))
+
+
 def test_resolve_devices_maps_through_the_visible_list(monkeypatch, three_gpus):
     cfg = RunConfig(generators=2, device="auto")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5,6")
-    assert resolve_devices(cfg, pipeline=True) == (
-        "cuda:0", [{"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "6"}], 3)
+    assert resolve_devices(cfg, True, ONE_GPU_RANK) == (
+        [{"CUDA_VISIBLE_DEVICES": "5"}, {"CUDA_VISIBLE_DEVICES": "6"}], 3)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
-    assert resolve_devices(cfg, pipeline=True)[1] == [{"CUDA_VISIBLE_DEVICES": "1"},
-                                                      {"CUDA_VISIBLE_DEVICES": "2"}]
+    assert resolve_devices(cfg, True, ONE_GPU_RANK)[0] == [{"CUDA_VISIBLE_DEVICES": "1"},
+                                                           {"CUDA_VISIBLE_DEVICES": "2"}]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # not enough: share cuda:0
+    assert resolve_devices(cfg, True, ONE_GPU_RANK) == ([{}, {}], 1)
+    assert resolve_devices(cfg, False, ONE_GPU_RANK) == ([], 1)
 
 
 def test_tensor_parallel_generators_take_several_devices(monkeypatch, three_gpus):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4,8")
     cfg = RunConfig(generators=1, device="auto", engine="vllm",
                     vllm=VllmSettings(tensor_parallel_size=2))
-    assert resolve_devices(cfg, pipeline=True) == (
-        "cuda:0", [{"CUDA_VISIBLE_DEVICES": "4,8"}], 3)
+    assert resolve_devices(cfg, True, ONE_GPU_RANK) == ([{"CUDA_VISIBLE_DEVICES": "4,8"}], 3)
     two = cfg.replace(generators=2)  # 1 + 2 x 2 > 3 devices: share cuda:0
-    assert resolve_devices(two, pipeline=True) == ("cuda:0", [{}, {}], 1)
+    assert resolve_devices(two, True, ONE_GPU_RANK) == ([{}, {}], 1)
+
+
+def test_generators_take_the_devices_after_the_nodes_trainer_ranks(monkeypatch):
+    """4 trainer ranks + 4 generators on one 8-GPU node (the shipped one-node layout); on a
+    2-node job the main rank's node has local_size trainer ranks and the world counts all."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
+    cfg = RunConfig(generators=4, device="cuda")
+    node = World(rank=0, size=4, local_size=4, device=torch.device("cuda:0"))
+    envs, held = resolve_devices(cfg, True, node)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["4", "5", "6", "7"] and held == 8
+    two_nodes = World(rank=0, size=8, local_size=4, device=torch.device("cuda:0"))
+    assert resolve_devices(cfg, True, two_nodes)[1] == 12
+
+
+def test_cpu_ranks_count_one_device_each():
+    cfg = RunConfig(generators=1)
+    assert resolve_devices(cfg, True, World()) == ([{}], 1)
+    assert resolve_devices(cfg, True, World(rank=1, size=2, local_size=2)) == ([{}], 2)

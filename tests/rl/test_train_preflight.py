@@ -15,11 +15,11 @@ from test_trainer_helpers import cache_dir, micro_base, run_config_dict
 from scalerl.config import ConfigError
 from scalerl.models.loading import load_tokenizer
 from scalerl.plan.adapters import PlanError
-from scalerl.rl.cli import check_plan, longest_prompt_tokens
+from scalerl.rl.numerics import StepNumerics
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import read_steps
 from scalerl.rl.trainer import train_chunk
-from scalerl.rl.update import StepNumerics
+from scalerl.train import check_plan, longest_prompt_tokens
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +28,17 @@ def micro(request, tmp_path_factory):
 
 
 def test_run_config_numerics_fields():
-    cfg = RunConfig.from_dict({"param_dtype": "float32", "compute_dtype": "bfloat16",
-                               "logprob_chunk_tokens": 2048, "micro_batch_tokens": 32768,
-                               "gradient_checkpointing": True})
-    assert cfg.numerics() == StepNumerics(param_dtype="float32", compute_dtype="bfloat16",
+    cfg = RunConfig.from_dict({"numerics": {
+        "param_dtype": "float32", "compute_dtype": "bfloat16", "logprob_chunk_tokens": 2048,
+        "micro_batch_tokens": 32768, "gradient_checkpointing": True}})
+    assert cfg.numerics == StepNumerics(param_dtype="float32", compute_dtype="bfloat16",
                                           logprob_chunk_tokens=2048, micro_batch_tokens=32768,
                                           gradient_checkpointing=True)
-    assert RunConfig().numerics() == StepNumerics()  # defaults: fp32, auto, unchunked
+    assert RunConfig().numerics == StepNumerics()  # defaults: fp32, auto, unchunked
     with pytest.raises(ConfigError, match="compute_dtype = float32 with param_dtype = bfloat16"):
-        RunConfig.from_dict({"param_dtype": "bfloat16", "compute_dtype": "float32"})
+        RunConfig.from_dict({"numerics": {"param_dtype": "bfloat16", "compute_dtype": "float32"}})
     with pytest.raises(ConfigError, match="logprob_chunk_tokens"):
-        RunConfig.from_dict({"logprob_chunk_tokens": -1})
+        RunConfig.from_dict({"numerics": {"logprob_chunk_tokens": -1}})
 
 
 def test_longest_prompt_is_measured_as_the_trainer_formats_it(micro):
@@ -78,8 +78,8 @@ def test_trainer_uses_the_run_numerics(micro, tmp_path):
     """param_dtype float32 loads the fp32 base in fp32, a token budget of one 23-token row
     per micro-batch and a 4-position head chunk still train, and padding is reported."""
     cfg = RunConfig.from_dict({**run_config_dict(), "device": "cpu", "steps_per_chunk": 1,
-                               "micro_batch_tokens": 24, "logprob_chunk_tokens": 4,
-                               "gradient_checkpointing": True})
+                               "numerics": {"micro_batch_tokens": 24, "logprob_chunk_tokens": 4,
+                                            "gradient_checkpointing": True}})
     train_chunk(cfg, chunk=0, init=micro / "base", prompts=micro / "prompts.parquet",
                 out=tmp_path / "out")
     frame = read_steps(tmp_path / "out" / "steps.parquet")

@@ -293,31 +293,17 @@ def test_failed_chunk_leaves_only_its_partial_save(micro, tmp_path, monkeypatch)
     assert not (tmp_path / "out.partial").exists()
 
 
-def test_devices_and_threads_on_cpu(monkeypatch):
-    from scalerl.rl.trainer import plan_threads, resolve_devices
+def test_threads_split_the_cores_and_cuda_must_exist(monkeypatch):
+    from scalerl.parallel.world import init_world
+    from scalerl.rl.trainer import plan_threads
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = _cfg(threads=0, generators=1)
-    assert resolve_devices(cfg, pipeline=True) == ("cpu", [{}], 1)
-    assert resolve_devices(cfg, pipeline=False) == ("cpu", [], 1)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert plan_threads(cfg, 2) == 1 and plan_threads(cfg, 1) == 2
     assert plan_threads(cfg.replace(threads=3), 2) == 3
-    with pytest.raises(ConfigError, match="no CUDA device"):
-        resolve_devices(cfg.replace(device="cuda"), pipeline=True)
-
-
-def test_generators_get_their_own_gpus_when_there_are_enough(monkeypatch):
-    from scalerl.rl.trainer import resolve_devices
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
-    cfg = _cfg(generators=2, device="auto")
-    assert resolve_devices(cfg, pipeline=True) == (
-        "cuda:0", [{"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "2"}], 3)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)  # not enough: share cuda:0
-    assert resolve_devices(cfg, pipeline=True) == ("cuda:0", [{}, {}], 1)
-    assert resolve_devices(cfg, pipeline=False) == ("cuda:0", [], 1)
+    with pytest.raises(RuntimeError, match="no CUDA device"):
+        init_world("cuda")
 
 
 def test_steps_rows_time_the_phases_of_a_step(micro, tmp_path):

@@ -6,6 +6,7 @@ from scalerl.rl.curriculum import AllPromptsRetired
 from scalerl.rl.prompts import PromptSource, load_prompt_table
 from scalerl.rl.recipe import recipe_from_preset
 from scalerl.rl.rollouts import RequestFactory
+from scalerl.rollout.budget import GenerationBudget
 
 
 def _rows(n_math=6, n_code=3):
@@ -69,20 +70,20 @@ def test_prompt_table_checks(tmp_path):
 
 
 def test_requests_carry_groups_unique_samples_and_budgets():
-    recipe = recipe_from_preset("scalerl", {"generations_per_prompt": 3, "think_budget": [5, 7],
-                                            "answer_budget": 4})
-    factory = RequestFactory(_source({"math": 1.0}), recipe, max_new_tokens=20, seed=0)
+    budget = GenerationBudget(max_new_tokens=20, gen_len=11, think_budget=(5, 7),
+                              answer_budget=4)
+    factory = RequestFactory(_source({"math": 1.0}), 3, budget, seed=0)
     first, second = factory.make(2), factory.make(1)
     reqs = first + second
     assert [r.tag for r in reqs] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert [r.sample_idx for r in reqs] == list(range(9))  # group * G + j: fresh seeds
     assert all(5 <= r.think_budget <= 7 and r.answer_budget == 4 for r in reqs)
     assert all(r.max_new_tokens == 20 and r.prompt_ids for r in reqs)
-    lp = RequestFactory(_source({"math": 1.0}),
-                        recipe_from_preset("loo-lp", {"generations_per_prompt": 2}), 20, 0)
+    lp_budget = GenerationBudget.from_recipe(recipe_from_preset("loo-lp"), 1, cap=20)
+    lp = RequestFactory(_source({"math": 1.0}), 2, lp_budget, 0)
     assert all(r.think_budget is None and r.answer_budget == 0 for r in lp.make(2))
     state = factory.state_dict()
-    again = RequestFactory(_source({"math": 1.0}), recipe, 20, 0)
+    again = RequestFactory(_source({"math": 1.0}), 3, budget, 0)
     again.source.load_state_dict(factory.source.state_dict())
     again.load_state_dict(state)
     assert again.make(2) == factory.make(2)

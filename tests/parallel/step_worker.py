@@ -1,14 +1,16 @@
-"""Worker of the tests/dist tests, run as a torchrun rank (or alone for the reference):
+"""Worker of the tests/parallel step and checkpoint tests, run as a torchrun rank (or alone):
 
-    python -m torch.distributed.run --standalone --nproc-per-node 2 tests/dist/dist_worker.py \
-        step OUT_DIR [VARIANT]
+    python -m torch.distributed.run --standalone --nproc-per-node 2 \
+        tests/parallel/step_worker.py step OUT_DIR [VARIANT]
 
 `step`: one optimizer step of the `scalerl` preset on `step_batch()` (unequal lengths, two
 zero-variance groups); the ranks split micro-batches as VARIANT says (`groups`: 1 group per
 micro-batch; `tokens`: a 16-token budget and a chunked head of 5 positions), so they run
 different numbers of micro-batches (dummy forwards) and the reference yet another (2 groups);
 rank 0 writes loss, metrics, gradients and weights (full tensors) to OUT_DIR/step_wWORLD.pt.
-Without torchrun the unsharded `scalerl.rl.update.optimizer_step` writes step_w1.pt.
+Without torchrun the same code at one rank (`scalerl.rl.update.optimizer_step` on the whole
+batch, `SINGLE` world) writes step_w1.pt. Both go through the trainer's own path: the main
+rank scores the batch (`score_batch`), splits it (`split_shares`) and scatters the shares.
 """
 
 from __future__ import annotations
@@ -56,16 +58,26 @@ def tiny_model():
     return build_tiny_model(ModelConfig(name="tiny-s", seed=3))
 
 
+def _share(world, rec):
+    """This rank's share of `step_batch()`, decided on the main rank and scattered (as the
+    trainer does)."""
+    from scalerl.rl.batch import score_batch, split_shares
+
+    shares = None
+    if world.is_main:
+        shares = split_shares(score_batch(*step_batch(), rec, 0), world.size)
+    return world.scatter_object(shares)
+
+
 def _reference(out: Path) -> None:
-    from scalerl.rl.batch import assemble_batch
+    from scalerl.parallel.world import SINGLE
     from scalerl.rl.update import make_optimizer, optimizer_step
 
     model, rec = tiny_model(), recipe()
     optimizer, scheduler = make_optimizer(model, rec)
-    comps, correct = step_batch()
-    batch, _ = assemble_batch(comps, correct, rec, 0, pad_id=0)
-    metrics = optimizer_step(model, optimizer, scheduler, batch, rec, temperature=0.9,
-                             micro_groups=MICRO_GROUPS, step=1)
+    share = _share(SINGLE, rec)
+    metrics = optimizer_step(model, optimizer, scheduler, share.pad(0), rec, temperature=0.9,
+                             micro_groups=MICRO_GROUPS, step=1, normalizer=share.normalizer)
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
     weights = {n: p.detach().clone() for n, p in model.named_parameters()}
     torch.save({"metrics": metrics, "grads": grads, "weights": weights}, out / "step_w1.pt")
@@ -75,52 +87,55 @@ VARIANTS = {"groups": (1, {}),
             "tokens": (0, {"micro_batch_tokens": 16, "logprob_chunk_tokens": 5})}
 
 
+def full_gradients(policy) -> dict[str, torch.Tensor]:
+    """Every parameter's full (gathered) gradient by name: a collective."""
+    return {name.removeprefix("model."): (p.grad.full_tensor() if hasattr(p.grad, "full_tensor")
+                                          else p.grad).detach().clone()
+            for name, p in policy.named_parameters()}
+
+
 def _distributed(out: Path, variant: str) -> None:
-    from scalerl.dist.batch import assemble_local_batch, rank_share
-    from scalerl.dist.env import init_distributed, shutdown
-    from scalerl.dist.shard import shard_policy
-    from scalerl.dist.step import distributed_optimizer_step, full_gradients
-    from scalerl.rl.update import StepNumerics, make_optimizer
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import init_world, shutdown
+    from scalerl.rl.numerics import StepNumerics
+    from scalerl.rl.update import make_optimizer, optimizer_step
 
     micro_groups, numerics = VARIANTS[variant]
-    env = init_distributed("cpu")
+    world = init_world("cpu")
     rec = recipe()
-    policy = shard_policy(tiny_model(), env)
+    policy = shard_policy(tiny_model(), world)
     optimizer, scheduler = make_optimizer(policy, rec)
-    comps, correct = rank_share(*step_batch(), env.rank, env.world_size)
-    batch, n_kept = assemble_local_batch(comps, correct, rec, 0, pad_id=0)
-    metrics = distributed_optimizer_step(policy, optimizer, scheduler, batch, n_kept, rec,
-                                         temperature=0.9, micro_groups=micro_groups, step=1,
-                                         numerics=StepNumerics(compute_dtype="float32",
-                                                               **numerics))
-    grads = {n.removeprefix("model."): g for n, g in full_gradients(policy).items()}
-    weights = {n.removeprefix("model."): p.full_tensor().detach().clone()
-               for n, p in policy.named_parameters()}
-    if env.is_main:
+    share = _share(world, rec)
+    batch = share.pad(0)
+    metrics = optimizer_step(policy, optimizer, scheduler, batch, rec, temperature=0.9,
+                             micro_groups=micro_groups, step=1,
+                             numerics=StepNumerics(compute_dtype="float32", **numerics),
+                             normalizer=share.normalizer, world=world)
+    grads = full_gradients(policy)
+    weights = _full_weights(policy)
+    if world.is_main:
         torch.save({"metrics": metrics, "grads": grads, "weights": weights,
                     "rows": None if batch is None else batch.n_sequences},
-                   out / f"step_w{env.world_size}.pt")
+                   out / f"step_w{world.size}.pt")
     shutdown()
 
 
-def _setup(env):
-    from scalerl.dist.shard import shard_policy
+def _setup(world):
+    from scalerl.parallel.shard import shard_policy
     from scalerl.rl.update import make_optimizer
 
     rec = recipe()
-    policy = shard_policy(tiny_model(), env)
+    policy = shard_policy(tiny_model(), world)
     optimizer, scheduler = make_optimizer(policy, rec)
     return rec, policy, optimizer, scheduler
 
 
-def _one_step(env, rec, policy, optimizer, scheduler, step: int) -> None:
-    from scalerl.dist.batch import assemble_local_batch, rank_share
-    from scalerl.dist.step import distributed_optimizer_step
+def _one_step(world, rec, policy, optimizer, scheduler, step: int) -> None:
+    from scalerl.rl.update import optimizer_step
 
-    comps, correct = rank_share(*step_batch(), env.rank, env.world_size)
-    batch, n_kept = assemble_local_batch(comps, correct, rec, 0, pad_id=0)
-    distributed_optimizer_step(policy, optimizer, scheduler, batch, n_kept, rec,
-                               temperature=0.9, micro_groups=1, step=step)
+    share = _share(world, rec)
+    optimizer_step(policy, optimizer, scheduler, share.pad(0), rec, temperature=0.9,
+                   micro_groups=1, step=step, normalizer=share.normalizer, world=world)
 
 
 def _full_weights(policy) -> dict[str, torch.Tensor]:
@@ -131,43 +146,44 @@ def _full_weights(policy) -> dict[str, torch.Tensor]:
 def _checkpoint(out: Path) -> None:
     """Step 1, save OUT/ckpt, step 2 (weights A); a fresh policy loads OUT/ckpt and takes
     step 2 again (weights B); rank 0 writes A, B and the weights after step 1."""
-    from scalerl.dist.checkpoint import load_sharded_state, write_sharded_checkpoint
-    from scalerl.dist.env import init_distributed, shutdown
     from scalerl.models.loading import new_tiny_tokenizer
-    from scalerl.rl.checkpoint import load_trainer_state
+    from scalerl.parallel.checkpoint import load_sharded_state, write_sharded_checkpoint
+    from scalerl.parallel.world import init_world, shutdown
+    from scalerl.rl.checkpoint import load_trainer_state, write_state_files
 
-    env = init_distributed("cpu")
-    rec, policy, optimizer, scheduler = _setup(env)
-    _one_step(env, rec, policy, optimizer, scheduler, 1)
+    world = init_world("cpu")
+    rec, policy, optimizer, scheduler = _setup(world)
+    _one_step(world, rec, policy, optimizer, scheduler, 1)
     after_1 = _full_weights(policy)
-    write_sharded_checkpoint(out / "ckpt", policy=policy, optimizer=optimizer,
-                             tokenizer=new_tiny_tokenizer(),
-                             state={"scheduler": scheduler.state_dict(), "step": 1},
-                             summary={"step": 1})
-    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    state = {"scheduler": scheduler.state_dict(), "step": 1}
+    write_sharded_checkpoint(
+        out / "ckpt", policy=policy, optimizer=optimizer, tokenizer=new_tiny_tokenizer(),
+        world=world, write_main=lambda tmp: write_state_files(tmp, state=state,
+                                                              summary={"step": 1}, sharded=True))
+    _one_step(world, rec, policy, optimizer, scheduler, 2)
     weights_a = _full_weights(policy)
-    rec, policy, optimizer, scheduler = _setup(env)
+    rec, policy, optimizer, scheduler = _setup(world)
     load_sharded_state(out / "ckpt", policy, optimizer)
     scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
-    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    _one_step(world, rec, policy, optimizer, scheduler, 2)
     weights_b = _full_weights(policy)
-    if env.is_main:
+    if world.is_main:
         torch.save({"after_1": after_1, "a": weights_a, "b": weights_b},
-                   out / f"ckpt_w{env.world_size}.pt")
+                   out / f"ckpt_w{world.size}.pt")
     shutdown()
 
 
 def _resume_alone(out: Path) -> None:
     """One process loads the 2-rank OUT/ckpt (resharded) and takes step 2."""
-    from scalerl.dist.checkpoint import load_sharded_state
-    from scalerl.dist.env import init_distributed
+    from scalerl.parallel.checkpoint import load_sharded_state
+    from scalerl.parallel.world import init_world
     from scalerl.rl.checkpoint import load_trainer_state
 
-    env = init_distributed("cpu")
-    rec, policy, optimizer, scheduler = _setup(env)
+    world = init_world("cpu")
+    rec, policy, optimizer, scheduler = _setup(world)
     load_sharded_state(out / "ckpt", policy, optimizer)
     scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
-    _one_step(env, rec, policy, optimizer, scheduler, 2)
+    _one_step(world, rec, policy, optimizer, scheduler, 2)
     torch.save({"b": _full_weights(policy)}, out / "resume_w1.pt")
 
 
@@ -182,5 +198,3 @@ if __name__ == "__main__":
         _checkpoint(out_dir)
     elif mode == "resume-alone":
         _resume_alone(out_dir)
-    else:
-        raise SystemExit(f"unknown mode {mode!r}")

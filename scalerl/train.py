@@ -9,16 +9,20 @@ receives the checkpoint (HF model + tokenizer + trainer_state.pt/json) and steps
 Intra-chunk saves go to OUT.partial; rerunning a killed chunk resumes from there.
 
 With `trainer_ranks: N > 1` in the run config the command re-executes itself under
-`torchrun --standalone --nproc-per-node N` (FSDP2 trainer ranks, `scalerl.dist`; across the
-nodes of a multi-node SLURM job: srun + torchrun with a c10d rendezvous), unless it already is a
-rank of an outside torchrun/srun (RANK and WORLD_SIZE set), whose world size then wins. Under
-the relaunch a failing rank makes torchrun exit with 1 (its own code is logged).
+`torchrun --standalone --nproc-per-node N` (FSDP2 trainer ranks of the one trainer,
+`scalerl.rl.trainer` with `scalerl.parallel`; across the nodes of a multi-node SLURM job:
+srun + torchrun with a c10d rendezvous), unless it already is a rank of an outside
+torchrun/srun (RANK and WORLD_SIZE set), whose world size then wins. Under the relaunch a
+failing rank makes torchrun exit with 1 (its own code is logged).
 
 Before any work the memory plan is checked (`scalerl.plan.preflight`, as `scalerl plan`) with
 the longest train prompt of --prompts in tokens (the 32 longest by characters, formatted as
 the trainer does) against the visible CUDA device; a run that cannot fit fails with the
 planner's problems, each naming its knob. Without CUDA (or with `device: cpu`) the check is
 skipped unless --gpu-mem gives a device size to plan for.
+
+This module is the command of `scalerl train` (above the packages it joins: the trainer, the
+planner and the launcher).
 
 Exit codes: 0 done, 2 bad input (config, paths, a plan that does not fit), 3 training cannot
 go on: it diverged
@@ -90,8 +94,8 @@ def _argv(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from scalerl.dist.env import launch_command, launched_rank
     from scalerl.models.loading import load_model_config
+    from scalerl.parallel.world import launch_command, launched_rank
     from scalerl.rl.curriculum import AllPromptsRetired
     from scalerl.rl.pipeline import GeneratorError
     from scalerl.rl.run_config import load_run_config

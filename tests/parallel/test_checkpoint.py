@@ -4,7 +4,7 @@ the same world size takes a bit-identical next step, one process resumes the 2-r
 
 import pytest
 import torch
-from test_dist_step import WORKER, _run, _torchrun
+from test_step import WORKER, _run, _torchrun
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import load_model
@@ -31,7 +31,7 @@ def test_sharded_checkpoint_resumes_exactly(tmp_path):
 
 
 def test_single_process_checkpoint_is_refused_clearly(tmp_path):
-    from scalerl.dist.checkpoint import load_sharded_state
+    from scalerl.parallel.checkpoint import load_sharded_state
 
-    with pytest.raises(FileNotFoundError, match="written by a single-process trainer"):
+    with pytest.raises(FileNotFoundError, match="written at one trainer rank"):
         load_sharded_state(tmp_path, None, None)

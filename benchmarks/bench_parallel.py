@@ -3,11 +3,14 @@
 Each rank count runs under `torchrun --standalone --nproc-per-node N` with one torch thread
 per rank (OMP_NUM_THREADS=1) and the same global batch: `--prompts` prompts × `--samples`
 completions of 8..`--max-len` tokens (a fixed seed; half of each group correct, so no group
-is filtered and both runs train on every row) on a tiny model built from a config (`--model`, default tiny-m). It takes one warm-up step, then times `--steps` steps of
-`scalerl.dist.step.distributed_optimizer_step` (the `scalerl` recipe preset, whole-batch
-micro-batches) and prints steps/s and trained tokens/s per rank count.
+is filtered and both runs train on every row) on a tiny model built from a config (`--model`,
+default tiny-m). It takes one warm-up step, then times `--steps` steps of the trainer's own
+path at every world size: the main rank scores the batch and scatters the shares
+(`scalerl.rl.batch`), every rank runs `scalerl.rl.update.optimizer_step` on its share of the
+FSDP2-sharded policy (the `scalerl` recipe preset, whole-batch micro-batches), and prints
+steps/s and trained tokens/s per rank count.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dist.py --ranks 1 2
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_parallel.py --ranks 1 2
 
 Measured once (2 cores shared with other jobs, load average ~0.7-1.7): tiny-m, 8x8 batch,
 1 rank 2.18 steps/s, 2 ranks 2.37 steps/s (1.09x). On a shared machine the figures are noisy (other processes take cores): run it when idle.
@@ -47,35 +50,38 @@ def _batch(n_prompts: int, samples: int, max_len: int):
 def _rank_main(args) -> None:
     import torch
 
-    from scalerl.dist.batch import assemble_local_batch, rank_share
-    from scalerl.dist.env import init_distributed, shutdown
-    from scalerl.dist.shard import shard_policy
-    from scalerl.dist.step import distributed_optimizer_step
     from scalerl.models.config import ModelConfig
     from scalerl.models.loading import build_tiny_model
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import init_world, shutdown
+    from scalerl.rl.batch import score_batch, split_shares
     from scalerl.rl.recipe import recipe_from_preset
-    from scalerl.rl.update import make_optimizer
+    from scalerl.rl.update import make_optimizer, optimizer_step
 
     torch.set_num_threads(1)
-    env = init_distributed("cpu")
+    world = init_world("cpu")
     recipe = recipe_from_preset("scalerl")
-    policy = shard_policy(build_tiny_model(ModelConfig(name=args.model, seed=0)), env)
+    policy = shard_policy(build_tiny_model(ModelConfig(name=args.model, seed=0)), world)
     optimizer, scheduler = make_optimizer(policy, recipe)
-    comps, correct = rank_share(*_batch(args.prompts, args.samples, args.max_len), env.rank,
-                                env.world_size)
-    batch, n_kept = assemble_local_batch(comps, correct, recipe, 0, pad_id=0)
+    shares = None
+    if world.is_main:
+        scored = score_batch(*_batch(args.prompts, args.samples, args.max_len), recipe, 0)
+        shares = split_shares(scored, world.size)
+    share = world.scatter_object(shares)
+    batch = share.pad(0)
     tokens = 0
     for step in range(args.steps + 1):
         if step == 1:
-            torch.distributed.barrier()
+            world.barrier()
             t0 = time.perf_counter()
-        out = distributed_optimizer_step(policy, optimizer, scheduler, batch, n_kept, recipe,
-                                         temperature=1.0, micro_groups=0, step=step + 1)
+        out = optimizer_step(policy, optimizer, scheduler, batch, recipe, temperature=1.0,
+                             micro_groups=0, step=step + 1, normalizer=share.normalizer,
+                             world=world)
         tokens += out["trained_tokens"] if step else 0
-    torch.distributed.barrier()
+    world.barrier()
     seconds = time.perf_counter() - t0
-    if env.is_main:
-        print(json.dumps({"ranks": env.world_size, "steps_per_s": args.steps / seconds,
+    if world.is_main:
+        print(json.dumps({"ranks": world.size, "steps_per_s": args.steps / seconds,
                           "tokens_per_s": tokens / seconds, "seconds": seconds}))
     shutdown()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-WORKER = Path(__file__).with_name("dist_worker.py")
+WORKER = Path(__file__).with_name("step_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -53,7 +53,7 @@ def test_two_ranks_equal_one_process(reference, tmp_path, variant):
         torch.testing.assert_close(got["weights"][name], reference["weights"][name], atol=1e-6,
                                    rtol=0, msg=name)
     # the step moved the weights (lr 1e-3): the comparison is not between two unchanged models
-    from dist_worker import tiny_model
+    from step_worker import tiny_model
 
     init = {n: p.detach() for n, p in tiny_model().named_parameters()}
     moved = max(float((reference["weights"][n] - init[n]).abs().max()) for n in init)

@@ -1,23 +1,28 @@
-"""Checkpoints of a sharded trainer: DCP trainer state + the full HF model dir on rank 0.
+"""Checkpoints of a sharded trainer: DCP shards + the full HF model directory on rank 0.
 
-Layout (the `scalerl.rl.checkpoint` directory, plus one folder):
+Layout (the trainer checkpoint of `scalerl.rl.checkpoint`, plus one folder):
 
     config.json, model.safetensors, tokenizer   the full policy, gathered on rank 0
                                                 (eval, vLLM and generators read it as before)
     dcp/                                        `torch.distributed.checkpoint` of the sharded
                                                 model and AdamW state: one file per rank
-    trainer_state.pt / .json                    rank 0: the rest of the trainer state
-                                                (schedule, RNG, sampler, ...) with
-                                                "dcp_world_size"; no "optimizer" entry
+    trainer_state.pt / .json, ...               written by the caller on rank 0 (`write_main`):
+                                                the rest of the trainer state, no "optimizer"
 
-`write_sharded_checkpoint(path, policy, optimizer, tokenizer, state, summary, extra)` is a
+`write_sharded_checkpoint(path, policy, optimizer, tokenizer, world, write_main)` is a
 collective. Atomicity as in `scalerl.rl.checkpoint`: every rank writes into one temporary
-sibling directory, and after a barrier rank 0 swaps it into place, so a crash (SIGKILL of any
-rank) leaves the previous directory or the new one.
+sibling directory (`.NAME.tmp-ranks`; a rerun removes one a killed save left,
+`scalerl.utils.io.remove_stale_temps`), and after a barrier rank 0 swaps it into place, so a
+crash (SIGKILL of any rank) leaves the previous directory or the new one. The failpoint
+`checkpoint_write` (`scalerl.utils.failpoints`) sits where the one-rank writer has it.
+
+`gathered_state_dict(policy)`: the HF model's full state dict on rank 0 in CPU memory, gathered
+one parameter at a time (`StateDictOptions(full_state_dict=True, cpu_offload=True)`), so no
+full copy of the model ever sits on rank 0's GPU; {} on the other ranks. A collective.
 
 `load_sharded_state(path, policy, optimizer)` restores model and optimizer shards in place.
 Same world size: exact. A different world size works too: DCP reshards the saved DTensors onto
-the current mesh (tests/dist). A checkpoint without dcp/ (single-process trainer) raises a
+the current mesh (tests/parallel). A checkpoint without dcp/ (written at one rank) raises a
 clear error: load its model directory and start the optimizer over, or resume with the world
 size that wrote it.
 
@@ -26,11 +31,9 @@ Deliberately left out: asynchronous saves and keeping several sharded checkpoint
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,59 +45,53 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 
-from scalerl.rl.checkpoint import STATE_FILE, STATE_FORMAT, SUMMARY_FILE
+from scalerl.parallel.world import World
 from scalerl.utils.failpoints import failpoint
 from scalerl.utils.io import swap_dir_in
 
-__all__ = ["DCP_DIR", "full_state_dict", "load_sharded_state", "write_sharded_checkpoint"]
+__all__ = ["DCP_DIR", "gathered_state_dict", "has_shards", "load_sharded_state",
+           "write_sharded_checkpoint"]
 
 DCP_DIR = "dcp"
 _PREFIX = "model."  # ScoringPolicy wraps the HF model as `.model`
 
 
-def _rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
+def has_shards(path: str | Path) -> bool:
+    """True for a checkpoint written by several ranks (it has dcp/)."""
+    return (Path(path) / DCP_DIR).is_dir()
 
 
-def _barrier() -> None:
-    if dist.is_initialized():
-        dist.barrier()
-
-
-def full_state_dict(policy) -> dict[str, torch.Tensor]:
-    """The HF model's full state dict (CPU, fp32) on rank 0, {} on the others; a collective."""
+def gathered_state_dict(policy) -> dict[str, torch.Tensor]:
+    """The HF model's full state dict (CPU) on rank 0, {} elsewhere; a collective."""
     sd = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True,
                                                                cpu_offload=True))
-    return {k.removeprefix(_PREFIX): v for k, v in sd.items()} if _rank() == 0 else {}
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    return {k.removeprefix(_PREFIX): v for k, v in sd.items()} if rank == 0 else {}
 
 
-def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer,
-                             state: dict[str, Any], summary: dict[str, Any],
-                             extra: Callable[[Path], None] | None = None) -> Path:
-    """Write the checkpoint directory `path` from every rank (module docstring)."""
+def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer, world: World,
+                             write_main: Callable[[Path], None]) -> Path:
+    """Write the checkpoint directory `path` from every rank (module docstring); rank 0 calls
+    `write_main(tmp)` for the trainer state and the other files before the swap."""
     from scalerl.models.loading import save_model_dir
 
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-dist")
-    if _rank() == 0:
+    tmp = path.with_name(f".{path.name}.tmp-ranks")
+    if world.is_main:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-    _barrier()
+    world.barrier()
     model_sd, optim_sd = get_state_dict(policy, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / DCP_DIR))
-    full = full_state_dict(policy)
-    if _rank() == 0:
+    full = gathered_state_dict(policy)
+    if world.is_main:
         # the sharded module keeps its config and parameter names; the weights written are
         # the gathered full tensors
         save_model_dir(_Gathered(policy.model, full), tokenizer, tmp)
         failpoint("checkpoint_write", path.name)  # a harness may freeze the write here
-        world = dist.get_world_size() if dist.is_initialized() else 1
-        torch.save({**state, "format": STATE_FORMAT, "dcp_world_size": world}, tmp / STATE_FILE)
-        (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        if extra is not None:
-            extra(tmp)
+        write_main(tmp)
         swap_dir_in(tmp, path)
-    _barrier()
+    world.barrier()
     return path
 
 
@@ -117,11 +114,11 @@ class _Gathered:
 def load_sharded_state(path: str | Path, policy, optimizer) -> None:
     """Restore the sharded model and AdamW state of `path` into `policy` and `optimizer`."""
     path = Path(path)
-    if not (path / DCP_DIR).is_dir():
+    if not has_shards(path):
         raise FileNotFoundError(
-            f"{path} has no {DCP_DIR}/ (sharded trainer state): it was written by a "
-            "single-process trainer (trainer_ranks 1); resume it with trainer_ranks 1, or "
-            "start a new chunk from it")
+            f"{path} has no {DCP_DIR}/ (sharded trainer state): it was written at one trainer "
+            "rank (trainer_ranks 1); resume it with trainer_ranks 1, or start a new chunk "
+            "from it")
     model_sd, optim_sd = get_state_dict(policy, optimizer)
     target = {"model": model_sd, "optim": optim_sd}
     dcp.load(target, checkpoint_id=str(path / DCP_DIR))
