@@ -367,7 +367,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
                             "env": env}, threads=threads, grader=make_generator_grader,
                             grader_kwargs=grader_kwargs) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
-                                gen_batch, run.step, weights(), rollout_state.get("issued"))
+                                gen_batch, run.step, weights(), rollout_state.get("issued"),
+                                fixed_lag=cfg.pipeline_fixed_lag)
     # in-process: the HF engine shares the trainer's model (no weight copies)
     engine = (HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
                        version=run.step) if cfg.engine == "hf"
