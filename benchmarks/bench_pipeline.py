@@ -6,7 +6,11 @@ wall-clock from steps.parquet (device-hours × 3600; CPU counts one device):
 
 - pipeline-k: one generator process + the trainer, 1 torch thread each (k = --max-lag, 8);
 - on-policy: generation and training alternate in one process using all cores;
-- on-policy-1t: the same with 1 thread (what each pipeline process gets).
+- on-policy-1t: the same with 1 thread (what each pipeline process gets);
+- pipeline-k-fixedD (one per `--fixed-lags` D): pipeline-k on the fixed schedule
+  (`RunConfig.pipeline_fixed_lag` = D: batch s generated whole by version s − D, reproducible).
+
+`--setups` runs only the named set-ups (e.g. `pipeline-8 pipeline-8-fixed1`).
 
 Steps/s is measured over steps 2..N (step 1 includes filling the pipeline); with --repeats
 the set-ups run interleaved and the median is reported. Staleness statistics of the pipeline
@@ -60,7 +64,7 @@ def fresh_base(out: Path) -> tuple[Path, Path]:
 
 
 def run(name: str, base: Path, prompts: Path, work: Path, steps: int, overrides: dict,
-        threads: int, task_weights: dict) -> dict:
+        threads: int, task_weights: dict, run_fields: dict | None = None) -> dict:
     """One chunk of `steps` steps in a fresh `scalerl train` process; stats from steps.parquet."""
     import yaml
 
@@ -70,7 +74,7 @@ def run(name: str, base: Path, prompts: Path, work: Path, steps: int, overrides:
     config.write_text(yaml.safe_dump({
         "run": f"bench-{name}", "seed": 0, "steps_per_chunk": steps, "save_every": 0,
         "threads": threads, "task_weights": task_weights,
-        "recipe": {"preset": "scalerl", "overrides": overrides},
+        "recipe": {"preset": "scalerl", "overrides": overrides}, **(run_fields or {}),
     }))
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
@@ -107,6 +111,10 @@ def main() -> int:
                              "a run of the default sweep; its prompts_per_step/generations "
                              "win over the flags)")
     parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats (median)")
+    parser.add_argument("--fixed-lags", type=int, nargs="*", default=[],
+                        help="also pipeline-k on the fixed schedule with these lags D")
+    parser.add_argument("--setups", nargs="*", default=None,
+                        help="run only these set-ups (names as printed)")
     parser.add_argument("--work", type=Path, default=None, help="output dir (default: a tmpdir)")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
@@ -117,36 +125,48 @@ def main() -> int:
         "optimizer": {"lr": 1e-4, "warmup_steps": 0, "eps": 1e-8},
     }
     task_weights = {"math": 1.0, "code": 0.0}
+    run_fields: dict = {}  # RunConfig fields of every set-up (the run.yaml's length settings)
     if args.run_config is not None:
         import yaml
 
         run_cfg = yaml.safe_load(args.run_config.read_text())
         common = {**run_cfg["recipe"].get("overrides", {})}
         task_weights = run_cfg["task_weights"]
+        run_fields = {k: run_cfg[k] for k in ("gen_len", "length", "temperature")
+                      if run_cfg.get(k) is not None}
     if args.base is None:
         base, prompts = fresh_base(work)
         common["zero_variance_filter"] = False
     else:
         base, prompts = args.base, args.prompts
     cores = len(os.sched_getaffinity(0))
+    pipe_name = f"pipeline-{args.max_lag}"
+    pipeline = {**common, "off_policy": "pipeline", "max_lag": args.max_lag}
     setups = [
-        (f"pipeline-{args.max_lag}", {**common, "off_policy": "pipeline",
-                                      "max_lag": args.max_lag}, 1),
-        ("on-policy", {**common, "off_policy": "on-policy"}, cores),
-        ("on-policy-1t", {**common, "off_policy": "on-policy"}, 1),
+        (pipe_name, pipeline, 1, run_fields),
+        ("on-policy", {**common, "off_policy": "on-policy"}, cores, run_fields),
+        ("on-policy-1t", {**common, "off_policy": "on-policy"}, 1, run_fields),
+        *((f"{pipe_name}-fixed{d}", pipeline, 1, {**run_fields, "pipeline_fixed_lag": d})
+          for d in args.fixed_lags),
     ]
-    results: dict[str, list[dict]] = {name: [] for name, _, _ in setups}
+    if args.setups is not None:
+        unknown = sorted(set(args.setups) - {s[0] for s in setups})
+        if unknown:
+            parser.error(f"unknown set-ups {unknown}; choose from {[s[0] for s in setups]}")
+        setups = [s for s in setups if s[0] in args.setups]
+    results: dict[str, list[dict]] = {name: [] for name, *_ in setups}
     for rep in range(args.repeats):  # interleaved, so background load hits every set-up alike
-        for name, overrides, threads in setups:
+        for name, overrides, threads, run_fields in setups:
             results[name].append(run(name, base, prompts, work, args.steps, overrides, threads,
-                                     task_weights))
+                                     task_weights, run_fields))
             print(json.dumps({"repeat": rep, **results[name][-1]}), flush=True)
     rate = {name: statistics.median(r["steps_per_s"] for r in rs) for name, rs in results.items()}
-    pipe, on, on1 = (rate[name] for name, _, _ in setups)
     print(f"median steps/s over {args.repeats} repeat(s): " +
           ", ".join(f"{k} {v:.3f}" for k, v in rate.items()))
-    print(f"pipeline-{args.max_lag} / on-policy ({cores} threads) steps/s ratio: {pipe / on:.2f}")
-    print(f"pipeline-{args.max_lag} / on-policy (1 thread) steps/s ratio: {pipe / on1:.2f}")
+    for name in rate:
+        for ref in ("on-policy", "on-policy-1t", pipe_name):
+            if ref in rate and name != ref and not name.startswith("on-policy"):
+                print(f"{name} / {ref} steps/s ratio: {rate[name] / rate[ref]:.2f}")
     return 0
 
 

@@ -68,6 +68,9 @@ class SFTConfig(Config):
     in_band_weight: float = field_(0.25, "per_task: batch weight of a task already inside the "
                                          "band, relative to its share", ge=0, le=1)
     math_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic math difficulties")
+    math_families: tuple[str, ...] = field_(
+        ("add", "sub", "mul", "lin"), "synthetic math families (scalerl.tasks.synthetic); "
+        "the RL prompt set's families, so the base learns what RL trains on")
     code_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic code difficulties")
     n_train: int = field_(20000, "training examples generated per task (cycled)", ge=1)
     data_seed: int = field_(7919, "seed of the SFT/val examples (keep it apart from the RL "
@@ -112,7 +115,8 @@ def sft_data(cfg: SFTConfig, tokenizer, n: int, seed_offset: int) -> dict[str, l
     seed = cfg.data_seed + seed_offset
     out: dict[str, list] = {}
     if cfg.math_fraction > 0:
-        out["math"] = generate_math(n, seed, difficulties=cfg.math_difficulties)
+        out["math"] = generate_math(n, seed, difficulties=cfg.math_difficulties,
+                                    families=cfg.math_families)
     if cfg.math_fraction < 1:
         out["code"] = generate_code(n, seed, difficulties=cfg.code_difficulties)
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id

@@ -28,6 +28,7 @@ aggregates (pass rates are computed by readers: `pass_rates(table)`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -41,10 +42,12 @@ from scalerl.utils.io import atomic_path
 __all__ = [
     "EVAL_SCHEMA",
     "EvalSchemaError",
+    "MEASURED_COLUMNS",
     "META_KEYS",
     "build_eval_table",
     "pass_rates",
     "read_eval_table",
+    "table_digest",
     "validate_eval_table",
     "write_eval_table",
 ]
@@ -73,6 +76,9 @@ EVAL_SCHEMA = pa.schema(
     ]
 )
 
+# Columns measured on the machine (wall-clock device-hours), not computed from the run: they
+# differ between two runs of one config even when everything else is reproducible.
+MEASURED_COLUMNS = ("compute_device_hours",)
 # Schema-metadata keys every eval file carries (values are strings).
 META_KEYS = ("scalerl.version", "scalerl.config_hash", "scalerl.checkpoint", "scalerl.k")
 TASKS = ("math", "code")
@@ -185,6 +191,15 @@ def pass_rates(table: pa.Table) -> dict[str, float]:
             s[0] += int(correct)
             s[1] += 1
     return {k: s[0] / s[1] for k, s in sorted(sums.items())}
+
+
+def table_digest(table: pa.Table, exclude: Sequence[str] = MEASURED_COLUMNS) -> str:
+    """SHA-256 of a table's columns and rows (not its metadata, which names paths), without
+    the columns `exclude`: equal for two runs of one config on the fixed PipelineRL schedule
+    (`RunConfig.pipeline_fixed_lag`)."""
+    kept = [n for n in table.column_names if n not in exclude]
+    payload = json.dumps({n: table.column(n).to_pylist() for n in kept}, sort_keys=False)
+    return hashlib.sha256(payload.encode()).hexdigest()
 
 
 def metadata_of(table: pa.Table) -> dict[str, Any]:

@@ -22,7 +22,7 @@ Processes and weights (CPU and CUDA alike): generators are `torch.multiprocessin
 that share nothing with the trainer's interpreter state: *forkserver* on Linux (a fresh server
 process, which pre-imports torch/transformers once, forks them), *spawn* elsewhere; either way
 the caller's main module must be import-safe (`if __name__ == "__main__"`). The trainer copies its parameters into one set of shared-memory CPU tensors
-under a lock and bumps a shared version counter; a generator that sees a newer version loads
+(free-running; fixed_lag + 1 sets on the fixed schedule, below) under a lock and bumps a shared version counter; a generator that sees a newer version loads
 the tensors under the same lock (so it never reads half a push) into its engine with
 `Engine.update_weights(state, version)`. Each process sets its own torch thread count (the
 caller splits the cores, e.g. one thread each on a 2-core machine). A generator exits when
@@ -32,6 +32,22 @@ generator that dies (SIGKILL, out of memory) stops the trainer within about a se
 `GeneratorError` naming it (name, pid, exit code): the trainer checks the generators whenever
 it has waited a second for completions or for the weights lock (which a generator killed
 while loading a push would otherwise hold forever).
+
+Fixed schedule (`fixed_lag` = d, 0 <= d <= k; `RunConfig.pipeline_fixed_lag`): the policy
+version of every sample follows the step count instead of the wall clock. Batch s is
+generated whole, as one cohort, by version v(s) = max(s − d, v0) (v0: the version the
+pipeline started with, i.e. the chunk's first step); a generator takes the batches in order,
+starts batch s only when the previous one has finished decoding, and waits until the trainer
+has pushed v(s). No in-flight switch happens, so every token of a sample carries v(s) and its
+staleness is s − v(s) <= d <= k. The trainer keeps the last d + 1 versions in d + 1
+shared-memory slots (version v in slot v mod (d + 1)): when it pushes version V it has
+consumed every batch below V, so no generator still needs a version below V − d, the one the
+slot held. With per-sample seeds (`scalerl.rollout.hf_engine`) and one thread per process, a
+batch's completions are then a function of the weights and the requests alone, and two runs
+of the same config give the same samples and weights (bit-identical on CPU). The cost: a
+generator cannot start the next batch while the tail of the current one decodes, and with
+d = 1 generation of batch s overlaps the trainer's step on batch s − 1 only (BENCHMARKS.md,
+"PipelineRL fixed schedule"). `fixed_lag` None is the free-running pipeline above.
 
 Admission in cohorts: a generator that has sequences in flight admits new ones only when at
 least `admit_min` rows are free (default half of `max_concurrent`) or the work left is
@@ -107,10 +123,23 @@ def staleness(trainer_version: int, completion: Completion) -> int:
     return trainer_version - completion.min_version
 
 
+def _load_version(engine: Engine, slots: list[dict[str, torch.Tensor]], slot_versions: Any,
+                  lock: Any, version: int) -> None:
+    """Load policy `version` from its shared slot into the engine, under the weights lock."""
+    slot = version % len(slots)
+    with lock:  # never read a half-written push
+        held = int(slot_versions[slot])
+        if held != version:  # the slot ring's invariant (module docstring) was broken
+            raise RuntimeError(f"weights slot {slot} holds version {held}, not the version "
+                               f"{version} this generator needs")
+        engine.update_weights(slots[slot], version)
+
+
 def _generator_main(
     rank: int,
     spec: EngineSpec,
-    shared: dict[str, torch.Tensor],
+    slots: list[dict[str, torch.Tensor]],
+    slot_versions: Any,
     shared_version: Any,
     lock: Any,
     requests: Any,
@@ -119,8 +148,11 @@ def _generator_main(
     max_lag: int,
     max_concurrent: int,
     admit_min: int,
+    fixed_lag: int | None,
+    start_version: int,
 ) -> None:
-    """Generator process: admit work within the lag bound, decode, stream completions."""
+    """Generator process: admit work within the lag bound (or on the fixed schedule), decode,
+    stream completions."""
     torch.set_num_threads(max(1, spec.threads))
     # The trainer starts generators as daemons (they die with it); an engine may need its own
     # child process (vLLM's AsyncLLM engine core), which a daemon may not start: lift the flag
@@ -132,8 +164,7 @@ def _generator_main(
 
         graded = (GradedStream(spec.grader(**spec.grader_kwargs)) if spec.grader is not None
                   else None)
-        with lock:
-            engine.update_weights(shared, int(shared_version.value))
+        _load_version(engine, slots, slot_versions, lock, start_version)
         results.put(("ready", rank, None, 0, 0.0))
         pending: deque[tuple[int, Request]] = deque()
         generated_tokens, busy_s = 0, 0.0
@@ -152,17 +183,12 @@ def _generator_main(
                     msg = requests.get_nowait()
             except queue.Empty:
                 pass
-            latest = int(shared_version.value)
-            if latest > engine.version:
-                with lock:  # never read a half-written push
-                    engine.update_weights(shared, int(shared_version.value))
-            admit: list[Request] = []
-            room = max_concurrent - engine.num_in_flight()
-            if engine.num_in_flight() and room < min(admit_min, len(pending)):
-                room = 0  # refill in cohorts: see Pipeline's admit_min
-            while pending and room > 0 and pending[0][0] <= engine.version + max_lag:
-                admit.append(pending.popleft()[1])
-                room -= 1
+            if fixed_lag is None:
+                admit = _admit_free(engine, pending, slots, slot_versions, shared_version, lock,
+                                    max_lag, max_concurrent, admit_min)
+            else:
+                admit = _admit_fixed(engine, pending, slots, slot_versions, shared_version, lock,
+                                     fixed_lag, start_version)
             if admit:
                 engine.submit(admit)
             done: list[Completion] = []
@@ -185,6 +211,43 @@ def _generator_main(
             engine.close()
 
 
+def _admit_free(engine: Engine, pending: deque, slots: list, slot_versions: Any,
+                shared_version: Any, lock: Any, max_lag: int, max_concurrent: int,
+                admit_min: int) -> list[Request]:
+    """Free-running: switch to the newest pushed weights (in-flight rows too), then admit
+    pending requests within the lag bound, in cohorts of at least `admit_min` rows."""
+    if int(shared_version.value) > engine.version:
+        with lock:  # one slot: whatever version it holds now (never a half-written push)
+            engine.update_weights(slots[0], int(slot_versions[0]))
+    admit: list[Request] = []
+    room = max_concurrent - engine.num_in_flight()
+    if engine.num_in_flight() and room < min(admit_min, len(pending)):
+        room = 0  # refill in cohorts: see Pipeline's admit_min
+    while pending and room > 0 and pending[0][0] <= engine.version + max_lag:
+        admit.append(pending.popleft()[1])
+        room -= 1
+    return admit
+
+
+def _admit_fixed(engine: Engine, pending: deque, slots: list, slot_versions: Any,
+                 shared_version: Any, lock: Any, fixed_lag: int,
+                 start_version: int) -> list[Request]:
+    """Fixed schedule: once the previous batch has finished decoding, the next batch s whole,
+    with policy version max(s − fixed_lag, start_version) loaded (none until it is pushed)."""
+    if engine.num_in_flight() or not pending:
+        return []
+    batch_index = pending[0][0]
+    need = max(batch_index - fixed_lag, start_version)
+    if int(shared_version.value) < need:
+        return []  # the trainer has not pushed it yet: wait (the caller polls)
+    if engine.version != need:
+        _load_version(engine, slots, slot_versions, lock, need)
+    admit: list[Request] = []
+    while pending and pending[0][0] == batch_index:
+        admit.append(pending.popleft()[1])
+    return admit
+
+
 class Pipeline:
     """Trainer-side handle of the generator processes (see the module docstring)."""
 
@@ -197,18 +260,27 @@ class Pipeline:
         max_concurrent: int,
         admit_min: int | None = None,
         start_timeout_s: float = 300.0,
+        fixed_lag: int | None = None,
     ) -> None:
         if not specs:
             raise ValueError("Pipeline needs at least one EngineSpec (one generator)")
         if max_lag < 0 or max_concurrent < 1:
             raise ValueError(f"need max_lag >= 0 and max_concurrent >= 1, got {max_lag}, "
                              f"{max_concurrent}")
+        if fixed_lag is not None and not 0 <= fixed_lag <= max_lag:
+            raise ValueError(f"fixed_lag = {fixed_lag} must be in [0, max_lag = {max_lag}] "
+                             "(or None: free-running)")
         ctx = _context()
         admit_min = max(1, max_concurrent // 2) if admit_min is None else admit_min
         self.max_lag = max_lag
+        self.fixed_lag = fixed_lag
         self.version = version
-        self._shared = {k: v.detach().to("cpu", copy=True).contiguous().share_memory_()
-                        for k, v in weights.items()}
+        self.start_version = version
+        # one slot free-running; the fixed schedule keeps the last fixed_lag + 1 versions
+        n_slots = 1 if fixed_lag is None else fixed_lag + 1
+        self._slots = [{k: v.detach().to("cpu", copy=True).contiguous().share_memory_()
+                        for k, v in weights.items()} for _ in range(n_slots)]
+        self._slot_versions = ctx.Array("q", [version] * n_slots)
         self._version = ctx.Value("q", version)
         self._lock = ctx.Lock()
         self._stop = ctx.Event()
@@ -222,9 +294,9 @@ class Pipeline:
         for rank, spec in enumerate(specs):
             proc = ctx.Process(
                 target=_generator_main,
-                args=(rank, spec, self._shared, self._version, self._lock,
+                args=(rank, spec, self._slots, self._slot_versions, self._version, self._lock,
                       self._request_queues[rank], self._results, self._stop, max_lag,
-                      max_concurrent, admit_min),
+                      max_concurrent, admit_min, fixed_lag, version),
                 daemon=True,
                 name=f"scalerl-generator-{rank}",
             )
@@ -257,14 +329,17 @@ class Pipeline:
                 q.put(("work", batch_index, reqs))
 
     def push_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
-        """Publish the trainer's weights as policy `version`; generators switch at next step."""
+        """Publish the trainer's weights as policy `version`; free-running generators switch at
+        their next step, fixed-schedule ones load it for the batch that needs it."""
         if version <= self.version:
             raise ValueError(f"version {version} must increase (current {self.version})")
+        slot = version % len(self._slots)
         self._acquire_lock()
         try:
             with torch.no_grad():
                 for name, tensor in weights.items():
-                    self._shared[name].copy_(tensor.detach())
+                    self._slots[slot][name].copy_(tensor.detach())
+            self._slot_versions[slot] = version
             self._version.value = version
         finally:
             self._lock.release()
@@ -286,6 +361,11 @@ class Pipeline:
                 f"at trainer version {self.version}: token versions "
                 f"{min(c.versions)}..{max(c.versions)}"
             )
+            if self.fixed_lag is not None:
+                want = max(batch_index - self.fixed_lag, self.start_version)
+                assert set(c.versions) <= {want}, (
+                    f"fixed schedule: a sample of batch {batch_index} has token versions "
+                    f"{sorted(set(c.versions))}, not only {want}")
         return got
 
     def generator_stats(self) -> tuple[int, float]:

@@ -14,7 +14,10 @@ recipe's range (paper §4: "a random position between 10k and 12k").
   of a round is j versions stale.
 - `PipelineRollouts` (off_policy = pipeline, PipelineRL-k): generator processes stream
   (`scalerl.rl.pipeline.Pipeline`); batch v is issued up to k steps early and weights are
-  pushed after every step.
+  pushed after every step. `fixed_lag` = d (`RunConfig.pipeline_fixed_lag`) puts the
+  generators on the fixed schedule (batch v generated whole by version max(v − d, the chunk's
+  first version): reproducible runs); None is the free-running pipeline. Either way a batch's
+  completions come back in issue order (by sample index), not in the order they finished.
 
 Every source keeps what it has drawn but not yet trained on in its `state_dict()`: on-policy
 nothing; PPO the remaining mini-batches of the round (completions); pipeline the requests of
@@ -176,11 +179,13 @@ class PipelineRollouts:
     def __init__(self, specs: list[EngineSpec], factory: RequestFactory, batch_prompts: int,
                  max_lag: int, max_concurrent: int, version: int,
                  weights: Mapping[str, torch.Tensor],
-                 issued: list[tuple[int, list[Request]]] | None = None):
+                 issued: list[tuple[int, list[Request]]] | None = None,
+                 fixed_lag: int | None = None):
         self.factory = factory
         self.batch_prompts = batch_prompts
         self.max_lag = max_lag
-        self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent)
+        self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent,
+                             fixed_lag=fixed_lag)
         self.issued: dict[int, list[Request]] = {}
         for batch_index, reqs in issued or []:  # resumed: re-issue what was drawn
             if batch_index >= version:
@@ -196,7 +201,9 @@ class PipelineRollouts:
     def next_batch(self, version: int) -> list[Completion]:
         out = self.pipe.collect(version, len(self.issued[version]))
         del self.issued[version]
-        return out
+        # issue order, not finishing order: the batch's rows (and the loss's summation order)
+        # do not depend on which generator or sequence finished first
+        return sorted(out, key=lambda c: c.request.sample_idx)
 
     def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
         self.pipe.push_weights(weights(), version)

@@ -178,6 +178,14 @@ class RunConfig(Config):
         1, "generator processes in pipeline mode (on CUDA each takes its own device when "
         "enough devices exist)", ge=1,
     )
+    pipeline_fixed_lag: int | None = field_(
+        None, "pipeline: null = free-running (generators switch to each pushed weights at "
+        "their next decode step; which version samples which token depends on timing, so runs "
+        "are not reproducible); d in [0, recipe.max_lag] = fixed schedule: batch s is "
+        "generated whole by policy version max(s − d, the chunk's first step), the generator "
+        "waiting for it, so two runs of one config give the same samples, checkpoints and "
+        "evals (scalerl.rl.pipeline; its cost against free-running in BENCHMARKS.md)", ge=0,
+    )
     gen_batch: int = field_(
         0, "sequences each generator decodes together (KV-cache rows); 0 = one step's B×G", ge=0
     )
@@ -228,6 +236,13 @@ class RunConfig(Config):
         if any(steps < 1 for steps in self.chunk_steps):
             raise ConfigError(f"chunk_steps = {list(self.chunk_steps)}: every chunk needs >= 1 "
                               "step")
+        if self.pipeline_fixed_lag is not None:
+            recipe = self.resolved_recipe()
+            if recipe.off_policy == "pipeline" and self.pipeline_fixed_lag > recipe.max_lag:
+                raise ConfigError(
+                    f"pipeline_fixed_lag = {self.pipeline_fixed_lag} exceeds the recipe's "
+                    f"max_lag = {recipe.max_lag}: a fixed schedule must keep the lag bound; "
+                    "lower pipeline_fixed_lag or raise max_lag")
         if not self.run or any(c in self.run for c in "/\\ \t\n"):
             raise ConfigError(f"run = {self.run!r}: use a non-empty id without '/' or spaces")
 

@@ -445,7 +445,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
                             "env": env}, threads=threads, grader=make_generator_grader,
                             grader_kwargs=grader_kwargs) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
-                                gen_batch, run.step, weights, rollout_state.get("issued"))
+                                gen_batch, run.step, weights, rollout_state.get("issued"),
+                                fixed_lag=cfg.pipeline_fixed_lag)
     if cfg.engine != "hf":
         engine = make_engine(load_from, model_cfg, engine_cfg)
     elif run.world.distributed:  # the policy is sharded: generate on a copy in the model's dtype

@@ -189,3 +189,49 @@ def test_generator_admits_new_sequences_in_cohorts(admit_min, cohorts):
         pipe.submit(0, reqs)
         batch = pipe.collect(0, n=12)
     assert max((c.text for c in batch), key=len) == cohorts
+
+
+# -- fixed schedule (fixed_lag = d) ------------------------------------------------------------
+def _run_fixed(fixed_lag: int, max_lag: int, trainer_sleep_s: float, gen_sleep_s: float,
+               steps: int = 7, start: int = 3):
+    """The trainer loop of `_run` on the fixed schedule; per batch, the set of token versions
+    and the cohort sizes the engine saw when it finished the batch."""
+    spec = EngineSpec(make_engine, {"n_tokens": 3, "step_sleep_s": gen_sleep_s}, threads=1)
+    versions, cohorts, mismatches = {}, {}, 0
+    with Pipeline([spec], {"w": torch.tensor([float(start)])}, version=start, max_lag=max_lag,
+                  max_concurrent=64, fixed_lag=fixed_lag) as pipe:
+        for b in range(start, start + max_lag + 1):
+            pipe.submit(b, _requests(b))
+        for v in range(start, start + steps):
+            batch = pipe.collect(v, n=4)
+            versions[v] = {ver for c in batch for ver in c.versions}
+            cohorts[v] = {c.text for c in batch}
+            mismatches += sum(lp != ver for c in batch for lp, ver in zip(c.logprobs, c.versions))
+            time.sleep(trainer_sleep_s)
+            pipe.push_weights({"w": torch.tensor([float(v + 1)])}, v + 1)
+            pipe.submit(v + max_lag + 1, _requests(v + max_lag + 1))
+    return versions, cohorts, mismatches
+
+
+@pytest.mark.parametrize(("fixed_lag", "trainer_sleep_s", "gen_sleep_s"),
+                         [(1, 0.1, 0.0), (1, 0.0, 0.01), (2, 0.1, 0.0), (0, 0.0, 0.0)],
+                         ids=["d1-slow-trainer", "d1-slow-generator", "d2-slow-trainer", "d0"])
+def test_fixed_schedule_generates_batch_s_with_version_s_minus_d(fixed_lag, trainer_sleep_s,
+                                                                 gen_sleep_s):
+    # Whatever the timing, batch v is made by exactly version max(v − d, start): a slow trainer
+    # does not let the generator use an older version (it waits), a slow generator does not
+    # get a newer one (the version it needs stays in its slot after later pushes).
+    start = 3
+    versions, cohorts, mismatches = _run_fixed(fixed_lag, 2, trainer_sleep_s, gen_sleep_s,
+                                               start=start)
+    assert mismatches == 0  # the weights loaded are those of the recorded version
+    assert versions == {v: {max(v - fixed_lag, start)} for v in versions}
+    # one cohort per batch: the engine saw submits of exactly one batch (4 requests) each
+    assert all(texts == {",".join(["4"] * (v - start + 1))} for v, texts in cohorts.items())
+
+
+def test_fixed_lag_must_keep_the_lag_bound():
+    spec = EngineSpec(make_engine, {}, threads=1)
+    with pytest.raises(ValueError, match="fixed_lag = 3 must be in"):
+        Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=2, max_concurrent=4,
+                 fixed_lag=3)
