@@ -114,7 +114,9 @@ def copy_hf_base(model_cfg: ModelConfig, out: Path) -> dict:
         raise FileNotFoundError(f"{src} holds no weights (*.safetensors / *.bin)")
     files += [p for p in sorted(src.iterdir()) if p.is_file() and p.suffix == ".bin"]
     info = {"model": model_cfg.name, "kind": "hf", "source": str(src), "steps": 0,
-            "files": [p.name for p in files]}
+            "files": [p.name for p in files],
+            # the ModelConfig (dtype, prompt format) `scalerl train` / `eval` default to
+            "config": {"model": model_cfg.to_dict()}}
     with atomic_path(out, directory=True) as tmp:
         for p in files:
             shutil.copy2(p.resolve(), tmp / p.name)

@@ -1,11 +1,13 @@
 """Does a run fit its devices? `check_fits(inputs) -> PlanReport`, with the knobs to turn.
 
-Placement follows `scalerl.rl.trainer.resolve_devices`: the trainer on cuda:0; in pipeline
-mode each generator on its own device when the job holds 1 + generators devices, else all on
-cuda:0; the in-process modes (on-policy, PPO) run the engine inside the trainer (an HF engine
-shares the trainer's model and runs between optimizer steps, so the larger of generation and
-training counts; a vLLM engine keeps its cache, so both count). `scalerl eval` runs one engine
-alone on one device.
+Placement follows `scalerl.rl.trainer.resolve_devices` (`PlanInputs.placement`, printed): one
+device per trainer rank (cuda:0 the main rank); in pipeline mode each generator on its own
+device(s) after the main rank's node's ranks when that node holds them, else all on cuda:0;
+the in-process modes (on-policy, PPO) run the engine inside the main rank (an HF engine shares
+the trainer's model at one rank and runs between optimizer steps, so the larger of generation
+and training counts; at several ranks it generates on a copy in the model's dtype; a vLLM
+engine keeps its cache, so both count). With several ranks the other ranks' devices hold the
+trainer terms alone. `scalerl eval` runs one engine alone on one device.
 
 Problems (each one line, naming the knob): a device whose terms exceed its memory; a vLLM
 context (`max_model_len`) shorter than prompt + generation; a vLLM KV cache that cannot hold
@@ -91,16 +93,20 @@ class PlanReport:
             f"  trainer: {inp.param_dtype} params, {inp.compute_dtype} compute, "
             f"{inp.micro_tokens:,} tokens x {inp.micro_batches} micro-batches, {ckpt} "
             f"checkpointing, log-prob chunk {chunk}",
+            f"  trainer ranks: {inp.trainer_ranks} (FSDP2 over {inp.nodes} node(s) x "
+            f"{inp.devices} device(s))" if inp.trainer_ranks > 1 else
+            f"  trainer ranks: 1 ({inp.devices} device(s))",
+            *(f"    {line}" for line in inp.placement()),
             f"  generation: {inp.engine}, {inp.generators if inp.pipeline else 'in-process'} "
             f"generator(s), {inp.generator_dtype}, {inp.gen_batch} seqs, KV "
             f"{a.kv_bytes_per_token(DTYPE_BYTES[inp.generator_dtype]):,} B/token"
             + (f", max_model_len {inp.max_model_len:,}" if inp.engine == "vllm" else ""),
             "",
-            f"  {'stage':<17} {'device':<7} {'need GiB':>9} {'of GiB':>8}  verdict",
+            f"  {'stage':<22} {'device':<9} {'need GiB':>9} {'of GiB':>8}  verdict",
         ]
         for use in self.devices:
             verdict = "fits" if use.fits else "DOES NOT FIT"
-            lines.append(f"  {use.stage:<17} {use.device:<7} {use.need / GiB:>9.2f} "
+            lines.append(f"  {use.stage:<22} {use.device:<9} {use.need / GiB:>9.2f} "
                          f"{use.capacity / GiB:>8.2f}  {verdict}")
         if detail:
             for use in self.devices:
@@ -244,7 +250,8 @@ def _device_fix(inp: PlanInputs, use: DeviceUse) -> str:
     if engines and inp.engine == "hf":
         fixes.append("gen_batch: lower it (the HF engine's KV cache grows with it)")
     if trainer and engines and inp.pipeline:
-        move = f"give the train job >= {1 + inp.generators} devices (each generator on its own)"
+        want = inp.ranks_per_node + inp.generators * inp.generator_devices
+        move = f"give the train job >= {want} devices per node (each generator on its own)"
         if trainer <= cap:
             fixes.append(move)
         elif not fixes:  # only with the device to itself can the trainer fit
@@ -279,15 +286,24 @@ def check_fits(inp: PlanInputs, title: str = "run") -> PlanReport:
     gens = [generator_terms(inp, inp.gen_batch, process=f"generator {k}")
             for k in range(inp.generators)]
     uses = []
+    rpn, width = inp.ranks_per_node, inp.generator_devices
+    others = (DeviceUse(f"train (ranks 1-{inp.trainer_ranks - 1})" if inp.trainer_ranks > 2
+                        else "train (rank 1)", "each", tuple(trainer), capacity)
+              if inp.trainer_ranks > 1 else None)
     if inp.pipeline and not inp.shared_device:
-        uses.append(DeviceUse("train", "cuda:0", tuple(trainer), capacity))
-        uses += [DeviceUse("generate", f"cuda:{1 + k}", tuple(g), capacity)
-                 for k, g in enumerate(gens)]
+        uses.append(DeviceUse("train (each rank)" if inp.trainer_ranks > 1 else "train",
+                              f"cuda:0-{rpn - 1}" if rpn > 1 else "cuda:0", tuple(trainer),
+                              capacity))
+        uses += [DeviceUse("generate", f"cuda:{rpn + k * width}" if width == 1 else
+                           f"cuda:{rpn + k * width}-{rpn + (k + 1) * width - 1}", tuple(g),
+                           capacity) for k, g in enumerate(gens)]
     elif inp.pipeline:
         uses.append(DeviceUse("train + generate", "cuda:0",
                               tuple(trainer + [t for g in gens for t in g]), capacity))
+        uses += [others] if others else []
     else:
         uses.append(_in_process_use(inp, trainer, capacity))
+        uses += [others] if others else []
     uses.append(DeviceUse("eval", "cuda:0",
                           tuple(generator_terms(inp, inp.eval_batch, process="eval engine")),
                           capacity))
@@ -313,7 +329,8 @@ def _in_process_use(inp: PlanInputs, trainer: list[Term], capacity: int) -> Devi
         engine = [t for t in generator_terms(inp, inp.gen_batch, process="engine")
                   if not t.label.startswith("process margin")]
         return DeviceUse("train + generate", "cuda:0", tuple(trainer + engine), capacity)
-    engine = generator_terms(inp, inp.gen_batch, shares_trainer_model=True, process="engine")
+    engine = generator_terms(inp, inp.gen_batch, shares_trainer_model=inp.trainer_ranks == 1,
+                             process="engine")
     larger = max(step, engine, key=lambda terms: sum(t.bytes for t in terms))
     return DeviceUse("train | generate", "cuda:0", tuple(static + larger), capacity)
 

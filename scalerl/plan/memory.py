@@ -54,6 +54,16 @@ Trainer (one process; `trainer_terms`):
 Peak = margin + weights + grads + AdamW + max(step temporaries, copies + kept activations +
 backward peak).
 
+Several trainer ranks (`trainer_ranks` R > 1, FSDP2: `scalerl.parallel.shard`), per rank:
+weights, gradients, AdamW state and the step temporaries are 1/R of the above (sharded); during
+the step a rank also holds the root parameters unsharded from the forward to the end of the
+backward (embeddings, final norm and the tied head: the root's parameters are not resharded
+after its forward) and their full gradient, and the all-gathered parameters of two decoder
+layers (the one computing and the one FSDP2 prefetches) plus one layer's unsharded gradient
+before its reduce-scatter, all in the parameter dtype (the all-gather keeps it: compute is
+autocast, as at one rank). Activations are per micro-batch as above: each rank runs
+micro-batches of the same token budget over its 1/R of the step's sequences.
+
 Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV per token:
 
 - vLLM: weights N*g; activations of its profiling forward ~ T_b * g*(3i + 2q + 2k + 2h) for
@@ -72,9 +82,14 @@ Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV p
 Tokens per step: B*G*s (upper bound, memory uses it) and B*G*(prompt + f*generation) for the
 mean completion length f (a stated assumption; shown, never used for memory).
 
-Deliberately left out: tensor parallelism and data parallelism (scalerl trains in one process
-and its engine has no tensor parallelism), prefix caching (it reuses KV blocks, it needs none),
-CPU memory, and measured CUDA figures (no GPU here): margins are named estimates.
+Devices (`placement`): the R ranks split evenly over `nodes`, one device each; in pipeline
+mode the generators sit on the main rank's node after its ranks, `generator_devices` (vLLM
+tensor parallelism) each, when the node's `devices` hold them all, else all share the main
+rank's device (`scalerl.rl.trainer.resolve_devices`).
+
+Deliberately left out: tensor parallelism of the trainer, prefix caching (it reuses KV blocks,
+it needs none), CPU memory, and measured CUDA figures (no GPU here): margins are named
+estimates.
 """
 
 from __future__ import annotations
@@ -151,7 +166,12 @@ class PlanInputs(Config):
     vllm_max_num_batched_tokens: int = field_(0, "vLLM tokens per forward (0: vLLM's default, "
                                               "16384 on devices >= 70 GiB, else 8192)", ge=0)
     device_memory_bytes: int = field_(80 * GiB, "memory of one device", ge=1)
-    devices: int = field_(1, "devices the train job holds", ge=1)
+    devices: int = field_(1, "devices the train job holds on each node", ge=1)
+    trainer_ranks: int = field_(1, "FSDP2 trainer ranks (one device each): parameters, "
+                                "gradients and AdamW state sharded over them", ge=1)
+    nodes: int = field_(1, "nodes the train job spans (the trainer ranks split evenly)", ge=1)
+    generator_devices: int = field_(1, "devices of one generator (vLLM tensor parallelism)",
+                                    ge=1)
     process_overhead_bytes: int = field_(GiB, "per process: CUDA context, library workspaces, "
                                          "allocator slack (estimate)", ge=0)
     vllm_cuda_graph_bytes: int = field_(GiB, "vLLM CUDA graphs when not enforce_eager "
@@ -186,16 +206,51 @@ class PlanInputs(Config):
         return self.vllm_max_model_len or self.arch.max_positions
 
     @property
+    def ranks_per_node(self) -> int:
+        return -(-self.trainer_ranks // self.nodes)
+
+    @property
     def shared_device(self) -> bool:
-        """Generators share the trainer's device (as `scalerl.rl.trainer.resolve_devices`
-        places them: their own devices only when the job holds 1 + generators)."""
-        return not self.pipeline or self.devices < 1 + self.generators
+        """Generators share the main rank's device (as `scalerl.rl.trainer.resolve_devices`
+        places them: their own devices only when the main rank's node holds its trainer ranks
+        + generators x generator_devices)."""
+        return not self.pipeline or self.devices < (
+            self.ranks_per_node + self.generators * self.generator_devices)
+
+    def placement(self) -> list[str]:
+        """One line per node: which device does what (module docstring)."""
+        rpn, lines = self.ranks_per_node, []
+        for node in range(self.nodes):
+            first = node * rpn
+            ranks = list(range(first, min(first + rpn, self.trainer_ranks)))
+            parts = [f"cuda:{_span(0, len(ranks))} trainer rank{'s' if len(ranks) > 1 else ''} "
+                     f"{_span(ranks[0], len(ranks))}"]
+            used = len(ranks)
+            if node == 0 and self.pipeline:
+                if self.shared_device:
+                    parts.append(f"generators 0-{self.generators - 1} share cuda:0"
+                                 if self.generators > 1 else "the generator shares cuda:0")
+                else:
+                    width = self.generators * self.generator_devices
+                    parts.append(f"cuda:{_span(used, width)} generator"
+                                 f"{'s' if self.generators > 1 else ''} "
+                                 f"{_span(0, self.generators)} ({self.generator_devices} "
+                                 "device(s) each)")
+                    used += width
+            if used < self.devices:
+                parts.append(f"cuda:{_span(used, self.devices - used)} unused")
+            lines.append(f"node {node}: " + ", ".join(parts))
+        return lines
 
     def tokens_per_step(self) -> tuple[int, int]:
         """(upper bound, expected) tokens of one step's B x G sequences."""
         upper = self.sequences_per_step * self.seq_tokens
         mean_gen = self.expected_generation_fraction * self.generation_tokens
         return upper, round(self.sequences_per_step * (self.prompt_tokens + mean_gen))
+
+
+def _span(first: int, count: int) -> str:
+    return str(first) if count == 1 else f"{first}-{first + count - 1}"
 
 
 # -- trainer ---------------------------------------------------------------------------------
@@ -271,16 +326,18 @@ def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
 
 
 def trainer_terms(inp: PlanInputs) -> list[Term]:
-    """The trainer's peak, term by term (activation terms are per micro-batch)."""
-    a, n = inp.arch, inp.arch.n_params()
+    """One trainer rank's peak, term by term (activation terms are per micro-batch; module
+    docstring for the sharded terms at several ranks)."""
+    a, n, r = inp.arch, inp.arch.n_params(), inp.trainer_ranks
     p, c = DTYPE_BYTES[inp.param_dtype], DTYPE_BYTES[inp.compute_dtype]
     pd = inp.param_dtype
+    shard = f" / {r} ranks" if r > 1 else ""
     terms = [
         Term("trainer", "process margin (CUDA context, workspaces; estimate)",
              inp.process_overhead_bytes),
-        Term("trainer", f"weights {pd}: N={n:,} x {p}", n * p),
-        Term("trainer", f"gradients {pd}: N x {p}", n * p),
-        Term("trainer", f"AdamW state {pd}: 2 x N x {p}", 2 * n * p),
+        Term("trainer", f"weights {pd}: N={n:,} x {p}{shard}", -(-n * p // r)),
+        Term("trainer", f"gradients {pd}: N x {p}{shard}", -(-n * p // r)),
+        Term("trainer", f"AdamW state {pd}: 2 x N x {p}{shard}", -(-2 * n * p // r)),
     ]
     copies = a.layers * a.layer_params() * c if c != p else 0
     copies += a.vocab * a.hidden * c if c != p and not inp.fp32_lm_head else 0
@@ -292,9 +349,18 @@ def trainer_terms(inp: PlanInputs) -> list[Term]:
              "checkpointing", kept_activation_bytes(inp)),
         Term("trainer", f"backward peak: {what}", peak),
     ]
-    optimizer_temp = n * p
+    if r > 1:
+        root = n - a.layers * a.layer_params()
+        during_step += [
+            Term("trainer", f"FSDP2 root unsharded: embeddings/head/norm ({root:,}) x {p}, "
+                 "with its full gradient", 2 * root * p),
+            Term("trainer", f"FSDP2 all-gathered layers: 2 x {a.layer_params():,} x {p} + one "
+                 "unsharded layer gradient", 3 * a.layer_params() * p),
+        ]
+    optimizer_temp = -(-n * p // r)
     if optimizer_temp > sum(t.bytes for t in during_step):
-        return terms + [Term("trainer", "optimizer step temporaries N x p", optimizer_temp)]
+        return terms + [Term("trainer", f"optimizer step temporaries N x p{shard}",
+                             optimizer_temp)]
     return terms + [t for t in during_step if t.bytes]
 
 

@@ -187,6 +187,92 @@ def _resume_alone(out: Path) -> None:
     torch.save({"b": _full_weights(policy)}, out / "resume_w1.pt")
 
 
+# -- per-rank memory against the planner --------------------------------------------------------
+MEM_SHAPE = {"prompts": 4, "samples": 4, "prompt": 24, "completion": 40, "micro_tokens": 512,
+             "chunk": 64}
+
+
+def memory_model():
+    """A Qwen3-shaped model whose terms are not all tiny (vocab 4096, GQA, q/k norm)."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    cfg = Qwen3Config(vocab_size=4096, hidden_size=128, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                      intermediate_size=384, tie_word_embeddings=True,
+                      max_position_embeddings=512)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="sdpa")
+
+
+def memory_batch() -> tuple[list[Completion], list[bool]]:
+    """Sequences of one length (the planner's upper bound): half of each group right."""
+    shape, rng = MEM_SHAPE, random.Random(0)
+    comps, correct = [], []
+    for group in range(shape["prompts"]):
+        prompt = tuple(rng.randrange(6, 4096) for _ in range(shape["prompt"]))
+        for i in range(shape["samples"]):
+            n = shape["completion"]
+            comps.append(Completion(Request(f"p{group}", prompt, sample_idx=i, tag=group),
+                                    [rng.randrange(6, 4096) for _ in range(n)], [-8.3] * n,
+                                    [True] * n, [0] * n, "", "stop", False, False))
+            correct.append(i % 2 == 0)
+    return comps, correct
+
+
+def _storage_bytes(tensors) -> int:
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    return sum(local(t).untyped_storage().nbytes() for t in tensors)
+
+
+MEM_VARIANTS = {"fp32": {"compute_dtype": "float32"},
+                "bf16_ckpt": {"compute_dtype": "bfloat16", "gradient_checkpointing": True}}
+
+
+def _memory(out: Path, variant: str) -> None:
+    """Per-rank peak of the second optimizer step (AdamW state exists, as in a resumed or
+    later step): live tensor bytes created during it (`LiveBytes`) + the sharded weights and
+    AdamW state that exist before; rank 0 writes it with the model's config."""
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import init_world, shutdown
+    from scalerl.plan.measure import LiveBytes
+    from scalerl.rl.batch import score_batch, split_shares
+    from scalerl.rl.numerics import StepNumerics
+    from scalerl.rl.update import make_optimizer, optimizer_step
+
+    world = init_world("cpu")
+    rec = recipe()
+    model = memory_model()
+    config = model.config.to_dict()
+    policy = shard_policy(model, world)
+    optimizer, scheduler = make_optimizer(policy, rec)
+    shares = split_shares(score_batch(*memory_batch(), rec, 0), world.size) \
+        if world.is_main else None
+    share = world.scatter_object(shares)
+    numerics = StepNumerics(micro_batch_tokens=MEM_SHAPE["micro_tokens"],
+                            logprob_chunk_tokens=MEM_SHAPE["chunk"], **MEM_VARIANTS[variant])
+
+    def step(n: int) -> None:
+        optimizer_step(policy, optimizer, scheduler, share.pad(0), rec, temperature=1.0,
+                       micro_groups=0, step=n, numerics=numerics, normalizer=share.normalizer,
+                       world=world)
+
+    step(1)
+    state = [t for s in optimizer.state.values() for t in s.values()
+             if isinstance(t, torch.Tensor) and t.numel() > 1]
+    before = _storage_bytes(list(policy.parameters())) + _storage_bytes(state)
+    exclude = [(t.to_local() if hasattr(t, "to_local") else t).untyped_storage()
+               for t in (*policy.parameters(), *policy.buffers(), *state)]
+    with LiveBytes(exclude) as mode:
+        step(2)
+    peaks = world.gather_object(before + mode.peak)
+    if world.is_main:
+        torch.save({"peaks": peaks, "config": config, "shape": MEM_SHAPE,
+                    "numerics": numerics.to_dict()}, out / f"memory_{variant}_w{world.size}.pt")
+    shutdown()
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     mode, out_dir = sys.argv[1], Path(sys.argv[2])
@@ -198,3 +284,5 @@ if __name__ == "__main__":
         _checkpoint(out_dir)
     elif mode == "resume-alone":
         _resume_alone(out_dir)
+    elif mode == "memory":
+        _memory(out_dir, sys.argv[3])

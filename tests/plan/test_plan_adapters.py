@@ -39,9 +39,10 @@ def test_run_yaml_fields():
 
 
 def test_upcoming_fields_are_read_and_typos_rejected():
-    run = {**load_mapping(FIXTURES / "run_tiny.yaml"), "gradient_checkpointing": True,
-           "param_dtype": "float32", "compute_dtype": "bfloat16", "micro_batch_tokens": 4096,
-           "logprob_chunk_tokens": 1024, "vllm": {"kv_cache_mb": 3}, "gen_batch": 8}
+    run = {**load_mapping(FIXTURES / "run_tiny.yaml"), "numerics": {
+        "gradient_checkpointing": True, "param_dtype": "float32", "compute_dtype": "bfloat16",
+        "micro_batch_tokens": 4096, "logprob_chunk_tokens": 1024},
+        "vllm": {"kv_cache_mb": 3}, "gen_batch": 8}
     inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=GiB)
     assert (inp.gradient_checkpointing, inp.compute_dtype, inp.micro_batch_tokens,
             inp.logprob_chunk_tokens, inp.vllm_kv_cache_bytes, inp.gen_batch) == \
@@ -76,7 +77,7 @@ def test_local_sweep_expansion_matches_the_workflow_naming():
     assert sweep.runs[0]["gen_len"] == 2048
     assert recipe.think_budget == (1280, 1536) and recipe.answer_budget == 512
     assert (recipe.prompts_per_step, recipe.generations_per_prompt) == (4, 4)
-    assert sweep.runs[1]["gradient_checkpointing"] is True  # train: keys reach every run
+    assert sweep.runs[1]["numerics"]["gradient_checkpointing"] is True  # train: reaches every run
     assert sweep.runs[1]["vllm"]["kv_cache_mb"] == 8192
     assert sweep.models["qwen3-0.6b"]["dtype"] == "bfloat16" and sweep.train_devices == 2
     planned = plan_inputs_from_sweep(

@@ -16,7 +16,7 @@ def test_run_yaml_that_fits(capsys):
                  "--prompt-tokens", "64"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    assert "train + generate  cuda:0" in out.out and "1 of 1 run(s) fit" in out.out
+    assert "train + generate       cuda:0" in out.out and "1 of 1 run(s) fit" in out.out
     assert "activations kept: 1,920 tokens" in out.out  # 16 rows x (64 + 56) tokens
     assert out.err == ""
 
@@ -40,7 +40,7 @@ def test_sweep_config(capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     assert out.out.count("plan qwen3-0.6b_L") == 2 and "2 of 2 run(s) fit" in out.out
-    assert "generate          cuda:1" in out.out  # resources.train.gpu: 2 -> own device
+    assert "generate               cuda:1" in out.out  # resources.train.gpu: 2 -> own device
     code = main(["plan", "--config", str(FIXTURES / "sweep.yaml"), "--gpu-mem", "8GB",
                  "--run", "qwen3-0.6b_L4096_scalerl_b4x4_s0", "--brief"])
     out = capsys.readouterr()

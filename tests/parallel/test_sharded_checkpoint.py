@@ -4,7 +4,7 @@ the same world size takes a bit-identical next step, one process resumes the 2-r
 
 import pytest
 import torch
-from test_step import WORKER, _run, _torchrun
+from test_sharded_step import WORKER, _run, _torchrun
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import load_model
