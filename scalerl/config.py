@@ -166,7 +166,7 @@ class Config:
     def replace(self, **changes: Any) -> Self:
         """A copy with `changes` applied; nested dicts merge into nested configs."""
         merged = self.to_dict()
-        _deep_merge(merged, changes)
+        deep_merge(merged, changes)
         return type(self).from_dict(merged)
 
     # -- validation -----------------------------------------------------------------------
@@ -204,10 +204,13 @@ class Config:
         return rows
 
 
-def _deep_merge(base: dict, changes: dict) -> dict:
+def deep_merge(base: dict, changes: dict) -> dict:
+    """`changes` merged into `base` in place (nested mappings merge, anything else replaces);
+    returns `base`. The one merge of the package: recipe overrides, sweep layers, and the
+    config files `scalerl plan` reads one over another (as snakemake merges --configfile)."""
     for k, v in changes.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _deep_merge(base[k], v)
+            deep_merge(base[k], v)
         else:
             base[k] = v
     return base

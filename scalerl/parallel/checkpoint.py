@@ -16,9 +16,9 @@ sibling directory (`.NAME.tmp-ranks`; a rerun removes one a killed save left,
 crash (SIGKILL of any rank) leaves the previous directory or the new one. The failpoint
 `checkpoint_write` (`scalerl.utils.failpoints`) sits where the one-rank writer has it.
 
-`gathered_state_dict(policy)`: the HF model's full state dict on rank 0 in CPU memory, gathered
-one parameter at a time (`StateDictOptions(full_state_dict=True, cpu_offload=True)`), so no
-full copy of the model ever sits on rank 0's GPU; {} on the other ranks. A collective.
+`gathered_state_dict(policy, keep)`: the HF model's full state dict in CPU memory on the ranks
+that keep it (the main rank for checkpoints; every node's leader for its generators), gathered
+one tensor at a time, so no full copy of the model ever sits on a GPU. A collective.
 
 `load_sharded_state(path, policy, optimizer)` restores model and optimizer shards in place.
 Same world size: exact. A different world size works too: DCP reshards the saved DTensors onto
@@ -36,11 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_model_state_dict,
     get_state_dict,
     set_state_dict,
 )
@@ -61,12 +58,18 @@ def has_shards(path: str | Path) -> bool:
     return (Path(path) / DCP_DIR).is_dir()
 
 
-def gathered_state_dict(policy) -> dict[str, torch.Tensor]:
-    """The HF model's full state dict (CPU) on rank 0, {} elsewhere; a collective."""
-    sd = get_model_state_dict(policy, options=StateDictOptions(full_state_dict=True,
-                                                               cpu_offload=True))
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    return {k.removeprefix(_PREFIX): v for k, v in sd.items()} if rank == 0 else {}
+def gathered_state_dict(policy, keep: bool) -> dict[str, torch.Tensor]:
+    """The HF model's full state dict in CPU memory on the ranks that `keep` it, {} on the
+    others. Gathered one tensor at a time (the all-gather of its shards on the ranks' devices,
+    copied to the CPU and freed), so no rank ever holds a full copy of the model on its device.
+    A collective: every rank calls it, in the same order."""
+    out = {}
+    for name, tensor in policy.state_dict().items():
+        full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+        if keep:
+            out[name.removeprefix(_PREFIX)] = full.detach().to("cpu", copy=True)
+        del full
+    return out
 
 
 def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer, world: World,
@@ -83,7 +86,7 @@ def write_sharded_checkpoint(path: str | Path, *, policy, optimizer, tokenizer, 
     world.barrier()
     model_sd, optim_sd = get_state_dict(policy, optimizer)
     dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(tmp / DCP_DIR))
-    full = gathered_state_dict(policy)
+    full = gathered_state_dict(policy, keep=world.is_main)
     if world.is_main:
         # the sharded module keeps its config and parameter names; the weights written are
         # the gathered full tensors

@@ -3,8 +3,9 @@
 One training loop serves every world size (`scalerl.rl.trainer`, docs/design.md, "Scale-out").
 What it needs of the other ranks goes through a `World`:
 
-- where this process sits: `rank`, `size`, `local_rank` / `local_size` (ranks on this node),
-  `device` (cuda:LOCAL_RANK on CUDA, else cpu) and the 1-D `mesh` FSDP2 shards over;
+- where this process sits: `rank`, `size`, `local_rank` / `local_size` (ranks on this node;
+  `node`, `nodes`, `is_node_leader`: torchrun numbers ranks node by node, the same count on
+  each), `device` (cuda:LOCAL_RANK on CUDA, else cpu) and the 1-D `mesh` FSDP2 shards over;
 - collectives: `all_reduce` (sum or max), `any` (a flag raised on any rank), and the object
   collectives `broadcast_object`, `scatter_object`, `gather_object`, `barrier`.
 
@@ -62,6 +63,25 @@ class World:
     @property
     def distributed(self) -> bool:
         return self.size > 1
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of the world (torchrun starts `local_size` ranks on each)."""
+        return max(1, self.size // self.local_size)
+
+    @property
+    def node(self) -> int:
+        """This rank's node (ranks are numbered node by node)."""
+        return self.rank // self.local_size
+
+    @property
+    def is_node_leader(self) -> bool:
+        """The first rank of its node (it runs the node's generator processes)."""
+        return self.local_rank == 0
+
+    def node_leaders(self) -> list[int]:
+        """The rank of each node's leader, in node order."""
+        return [n * self.local_size for n in range(self.nodes)]
 
     # -- tensor collectives: the tensor goes to the world's device and comes back -----------
     def all_reduce(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:

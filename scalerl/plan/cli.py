@@ -1,10 +1,12 @@
 """`scalerl plan --config RUN_OR_SWEEP.yaml --gpu-mem 80GB`: will the run(s) fit the devices?
 
 CONFIG is a run.yaml (a RunConfig, as `scalerl train` reads it) or a sweep config (it has
-`sweep:` and `models:`, like config/gpu.yaml; every run of the sweep is planned). For each run
-the plan prints the tokens per step, one row per stage and device (need, capacity, verdict)
-and the memory terms; every problem goes to stderr as one line naming the knob to change.
-Exit code 0 when every run fits, 2 otherwise.
+`sweep:` and `models:`, like config/gpu.yaml; every run of the sweep is planned); several
+--config files merge in order (a layout over a sweep: `--config config/gpu.yaml --config
+config/layout-1node-8gpu.yaml`). For each run the plan prints the tokens per step, the
+trainer ranks and which device does what on each node, one row per stage and device (need per
+device, capacity, verdict) and the memory terms; every problem goes to stderr as one line
+naming the knob to change. Exit code 0 when every run fits, 2 otherwise.
 
 The architecture comes from `--model` (a model directory, tiny size or hub id), else the
 run's `base` directory when it exists, else its `model` label (tiny sizes and the built-in
@@ -23,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scalerl.config import ConfigError, load_mapping
+from scalerl.config import ConfigError, deep_merge, load_mapping
 from scalerl.models.config import DTYPES
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -39,7 +41,11 @@ def parse_size(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="run.yaml or sweep config (YAML/JSON)")
+    parser.add_argument("--config", required=True, action="append",
+                        help="run.yaml or sweep config (YAML/JSON); repeat it to apply a layout "
+                        "over a sweep config, later files winning, as snakemake merges "
+                        "--configfile (e.g. --config config/gpu.yaml --config "
+                        "config/layout-1node-8gpu.yaml)")
     parser.add_argument("--gpu-mem", default=None,
                         help="memory of one device, e.g. 80GB (default: CUDA device 0's)")
     parser.add_argument("--devices", type=int, default=None,
@@ -108,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     from scalerl.plan.adapters import is_sweep_config
     from scalerl.plan.check import check_fits
 
-    cfg = load_mapping(args.config)
+    cfg: dict = {}
+    for path in args.config:
+        deep_merge(cfg, load_mapping(path))
     memory, cuda_devices = _device_memory(args)
     if is_sweep_config(cfg):
         planned = _sweep_inputs(cfg, args, memory)

@@ -33,7 +33,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from scalerl.config import Config, ConfigError, _deep_merge, field_
+from scalerl.config import Config, ConfigError, deep_merge, field_
 from scalerl.rl.advantages import NORMALIZATIONS
 from scalerl.rl.length_penalty import LengthPenaltyConfig
 from scalerl.rl.losses import CLIP_FIELDS, LossConfig
@@ -278,5 +278,5 @@ def recipe_from_preset(name: str, overrides: dict[str, Any] | None = None) -> Re
         kind = loss_changes["kind"]
         merged["loss"] = {k: v for k, v in merged["loss"].items()
                           if k not in CLIP_FIELDS or kind in CLIP_FIELDS[k]}
-    _deep_merge(merged, copy.deepcopy(overrides or {}))
+    deep_merge(merged, copy.deepcopy(overrides or {}))
     return RecipeConfig.from_dict(merged)

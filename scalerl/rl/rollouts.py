@@ -13,8 +13,13 @@ recipe's range (paper §4: "a random position between 10k and 12k").
   the current policy, then k optimizer steps on mini-batches of B prompts; the j-th mini-batch
   of a round is j versions stale.
 - `PipelineRollouts` (off_policy = pipeline, PipelineRL-k): generator processes stream
-  (`scalerl.rl.pipeline.Pipeline`); batch v is issued up to k steps early and weights are
-  pushed after every step. `fixed_lag` = d (`RunConfig.pipeline_fixed_lag`) puts the
+  (`scalerl.rl.pipeline.Pipeline`), on every node of a multi-node world; batch v is issued up
+  to k steps early and weights are pushed after every step.
+
+With several trainer ranks every rank holds a source and calls it at the same step: the
+pipeline source exchanges requests, completions and statistics between the nodes (`World`
+collectives); the in-process modes generate on the main rank and the other ranks hold a
+`Follower`. The completions of a step exist on the main rank only. `fixed_lag` = d (`RunConfig.pipeline_fixed_lag`) puts the
   generators on the fixed schedule (batch v generated whole by version max(v − d, the chunk's
   first version): reproducible runs); None is the free-running pipeline. Either way a batch's
   completions come back in issue order (by sample index), not in the order they finished.
@@ -37,13 +42,14 @@ from typing import Any
 
 import torch
 
+from scalerl.parallel.world import SINGLE, World
 from scalerl.rl.pipeline import EngineSpec, Pipeline
 from scalerl.rl.prompts import PromptSource
 from scalerl.rollout.base import Completion, Engine, Request
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.rollout.config import draw_think_budget
 
-__all__ = ["OnPolicyRollouts", "PPORollouts", "PipelineRollouts", "RequestFactory"]
+__all__ = ["Follower", "OnPolicyRollouts", "PPORollouts", "PipelineRollouts", "RequestFactory"]
 
 
 class RequestFactory:
@@ -174,48 +180,100 @@ class PPORollouts(_InProcess):
 
 
 class PipelineRollouts:
-    """PipelineRL-k through generator processes (see `scalerl.rl.pipeline`)."""
+    """PipelineRL-k through generator processes (see `scalerl.rl.pipeline`) on every node.
+
+    Every trainer rank holds one and calls each method at the same step (they are collectives
+    of `world`; at one rank nothing is exchanged). The main rank draws each batch's requests
+    (`factory`) and keeps them until trained on (`state_dict`); each node's leader runs a
+    `Pipeline` of that node's generators (`specs`). A batch's prompt groups go to the nodes in
+    turn (group g to node g mod nodes), each node generates its part, and `next_batch` gathers
+    the parts to the main rank in issue order (sample index), so the batch is the same whatever
+    node generated what (every sample is seeded from its prompt and sample index). Weights go
+    to every node leader (`after_step`: the trainer gathers them there) and into its pipeline.
+    """
 
     def __init__(self, specs: list[EngineSpec], factory: RequestFactory, batch_prompts: int,
                  max_lag: int, max_concurrent: int, version: int,
                  weights: Mapping[str, torch.Tensor],
                  issued: list[tuple[int, list[Request]]] | None = None,
-                 fixed_lag: int | None = None):
+                 fixed_lag: int | None = None, world: World = SINGLE):
+        self.world = world
         self.factory = factory
         self.batch_prompts = batch_prompts
         self.max_lag = max_lag
-        self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent,
-                             fixed_lag=fixed_lag)
-        self.issued: dict[int, list[Request]] = {}
-        for batch_index, reqs in issued or []:  # resumed: re-issue what was drawn
-            if batch_index >= version:
-                self._issue(batch_index, reqs)
-        for b in range(version, version + max_lag + 1):
-            if b not in self.issued:
-                self._issue(b, factory.make(batch_prompts))
+        self.pipe = (Pipeline(specs, weights, version, max_lag, max_concurrent,
+                              fixed_lag=fixed_lag) if world.is_node_leader else None)
+        self.issued: dict[int, list[Request]] = {}  # main rank: every request of a batch
+        self.parts: dict[int, list[Request]] = {}  # node leaders: this node's share
+        resumed = dict(issued or [])  # the same on every rank (the trainer state's)
+        for b in range(version, version + max_lag + 1):  # resumed: re-issue what was drawn
+            self._issue(b, resumed.get(b))
 
-    def _issue(self, batch_index: int, reqs: list[Request]) -> None:
-        self.issued[batch_index] = reqs
-        self.pipe.submit(batch_index, reqs)
+    def _issue(self, batch_index: int, reqs: list[Request] | None) -> None:
+        """Issue batch `batch_index` (`reqs`, or drawn now on the main rank): each node leader
+        submits its node's groups (a collective)."""
+        world = self.world
+        per_rank = None
+        if world.is_main:
+            reqs = reqs if reqs is not None else self.factory.make(self.batch_prompts)
+            self.issued[batch_index] = reqs
+            per_rank = [None] * world.size
+            for node, leader in enumerate(world.node_leaders()):
+                per_rank[leader] = [r for r in reqs if int(r.tag) % world.nodes == node]
+        part = world.scatter_object(per_rank)
+        if self.pipe is not None:
+            self.parts[batch_index] = part
+            self.pipe.submit(batch_index, part)
 
-    def next_batch(self, version: int) -> list[Completion]:
-        out = self.pipe.collect(version, len(self.issued[version]))
+    def next_batch(self, version: int) -> list[Completion] | None:
+        """Batch `version`'s completions on the main rank (None on the others)."""
+        part = self.parts.pop(version, None)
+        mine = self.pipe.collect(version, len(part)) if self.pipe is not None else []
+        gathered = self.world.gather_object(mine)
+        if not self.world.is_main:
+            return None
         del self.issued[version]
         # issue order, not finishing order: the batch's rows (and the loss's summation order)
-        # do not depend on which generator or sequence finished first
-        return sorted(out, key=lambda c: c.request.sample_idx)
+        # do not depend on which generator, node or sequence finished first
+        return sorted((c for got in gathered for c in got), key=lambda c: c.request.sample_idx)
 
     def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
-        self.pipe.push_weights(weights(), version)
+        """Push the new weights on every node, then issue batch version + max_lag."""
+        if self.pipe is not None:
+            self.pipe.push_weights(weights(), version)
         nxt = version + self.max_lag
-        if nxt not in self.issued:
-            self._issue(nxt, self.factory.make(self.batch_prompts))
+        if self.world.broadcast_object(nxt not in self.issued if self.world.is_main else None):
+            self._issue(nxt, None)
 
     def gen_stats(self) -> tuple[int, float]:
-        return self.pipe.generator_stats()
+        """(tokens generated, seconds decoding) over every node's generators."""
+        tokens, busy = self.pipe.generator_stats() if self.pipe is not None else (0, 0.0)
+        total = self.world.all_reduce(torch.tensor([float(tokens), busy], dtype=torch.float64))
+        return int(total[0]), float(total[1])
 
     def state_dict(self) -> dict[str, Any]:
         return {"issued": sorted(self.issued.items())}
 
     def close(self) -> None:
-        self.pipe.close()
+        if self.pipe is not None:
+            self.pipe.close()
+
+
+class Follower:
+    """A rank other than the main one in the in-process modes: the main rank generates, this
+    rank trains on its share (every method returns nothing and exchanges nothing)."""
+
+    def next_batch(self, version: int) -> None:
+        return None
+
+    def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
+        pass
+
+    def gen_stats(self) -> tuple[int, float]:
+        return 0, 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass

@@ -73,10 +73,10 @@ class RecipeSpec(Config):
     def build(self, extra: dict[str, Any] | None = None) -> Any:
         """The resolved `scalerl.rl.recipe.RecipeConfig` (unknown keys raise ConfigError);
         `extra` (nested) is merged over the overrides."""
-        from scalerl.config import _deep_merge
+        from scalerl.config import deep_merge
         from scalerl.rl.recipe import recipe_from_preset
 
-        overrides = _deep_merge(dict(self.overrides), dict(extra or {}))
+        overrides = deep_merge(dict(self.overrides), dict(extra or {}))
         return recipe_from_preset(self.preset, overrides)
 
 

@@ -26,23 +26,27 @@ optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoi
 
 World size (`trainer_ranks`, docs/design.md "Scale-out"): this loop is the trainer of every
 world size. The ranks are a `scalerl.parallel.world.World` (the identity at one rank): the main
-rank owns everything outside the update (rollouts, grading, prompt history, statistics, rows,
+rank owns everything outside the update (requests, grading, prompt history, statistics, rows,
 progress, tracker) and scatters the ranks' shares; every rank runs `optimizer_step` on its share
-of the FSDP2-sharded policy (`scalerl.parallel.shard`). Only three things depend on the world
-size, each a seam in one place: the policy's sharding, how the generators' weights are gathered
-(`publish_weights`: the model's own state dict at one rank; at several, gathered to the main
-rank's CPU memory one parameter at a time, `scalerl.parallel.checkpoint.gathered_state_dict`,
-never a full copy on its GPU) and how checkpoints are written (`_Chunk.save`: one directory, or
-DCP shards + the full model dir). Every RunConfig field means the same at every size: recipe
-resolution, gen_len budgets, numerics, devices, tracker, timings, rollouts.parquet.
+of the FSDP2-sharded policy (`scalerl.parallel.shard`). Only a few things depend on the world
+size, each a seam in one place: the policy's sharding, where generation runs (PipelineRL
+generators on every node, run by its first rank, `scalerl.rl.rollouts.PipelineRollouts`; the
+in-process engine on the main rank), how the generators' weights are gathered
+(`publish_weights`: the model's own state dict at one rank; at several, into the CPU memory of
+the ranks that generate, one parameter at a time, never a full copy on a GPU:
+`scalerl.parallel.checkpoint.gathered_state_dict`) and how checkpoints are written
+(`_Chunk.save`: one directory, or DCP shards + the full model dir). Every RunConfig field means
+the same at every size: recipe resolution, gen_len budgets, numerics, devices, tracker,
+timings, rollouts.parquet.
 
 Threads and devices: on CPU the cores are split evenly between the ranks and the generator
 processes of the node (`threads: 0`; 2 cores and PipelineRL → 1 thread each), in-process modes
-take them all; on CUDA each rank trains on cuda:LOCAL_RANK and each generator takes its own
-device(s) after the node's trainer ranks when there are enough (`CUDA_VISIBLE_DEVICES` per
-generator, naming the parent's visible entries: `child_visible_devices`), else they share the
-main rank's device. In-process generation at several ranks runs on a copy of the policy in the
-model's own dtype on the main rank's device. Device-hours count the distinct devices held.
+take them all; on CUDA each rank trains on cuda:LOCAL_RANK and each node's generators (the
+`generators` split evenly over the nodes) take their own device(s) after the node's trainer
+ranks when there are enough (`CUDA_VISIBLE_DEVICES` per generator, naming the parent's visible
+entries: `child_visible_devices`), else they share the node's first device. In-process
+generation at several ranks runs on a copy of the policy in the model's own dtype on the main
+rank's device. Device-hours count the distinct devices held.
 
 Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
 naming the step (and the parameters with non-finite gradients) before any weight changes;
@@ -107,13 +111,17 @@ class ChunkResult:
 
 # -- setup helpers -------------------------------------------------------------------------------
 def resolve_devices(cfg: RunConfig, pipeline: bool, world: World) -> tuple[list[dict], int]:
-    """(per-generator environment, devices held by the run) for the run's device setting.
+    """(environment of each of this node's generators, devices held by the run).
 
-    Generators run on the main rank's node: on CUDA each takes `tensor_parallel_size` devices
-    (vLLM) or one (HF) after the node's `world.local_size` trainer ranks, named through this
-    process's visible list (`child_visible_devices`); without enough devices they share the
-    main rank's device. CPU runs count one device per rank."""
-    n_gen = cfg.generators if pipeline else 0
+    The `generators` split evenly over the nodes; each node's leader runs its share. On CUDA
+    each generator takes `tensor_parallel_size` devices (vLLM) or one (HF) after the node's
+    `world.local_size` trainer ranks, named through this process's visible list
+    (`child_visible_devices`); without enough devices a node's generators share its first
+    rank's device. CPU runs count one device per rank."""
+    if pipeline and cfg.generators % world.nodes:
+        raise ConfigError(f"generators = {cfg.generators} cannot be split evenly over the "
+                          f"{world.nodes} nodes of the job; make it a multiple of the nodes")
+    n_gen = cfg.generators // world.nodes if pipeline else 0
     if world.device.type != "cuda":
         return [{} for _ in range(n_gen)], world.size
     per_gen = cfg.vllm.tensor_parallel_size if cfg.engine == "vllm" else 1
@@ -123,7 +131,7 @@ def resolve_devices(cfg: RunConfig, pipeline: bool, world: World) -> tuple[list[
         envs = [{"CUDA_VISIBLE_DEVICES": child_visible_devices(
             parent, range(first + i * per_gen, first + (i + 1) * per_gen))}
             for i in range(n_gen)]
-        return envs, world.size + n_gen * per_gen
+        return envs, world.size + world.nodes * n_gen * per_gen
     return [{} for _ in range(n_gen)], world.size
 
 
@@ -319,13 +327,15 @@ class _Chunk:
                                  write_main=write_main)
 
 
-def publish_weights(run: _Chunk) -> Mapping[str, torch.Tensor]:
+def publish_weights(run: _Chunk, pipeline: bool) -> Mapping[str, torch.Tensor]:
     """The policy's weights for the generators (module docstring): the HF model's own state
-    dict at one rank; gathered to the main rank's CPU memory at several ({} elsewhere; a
-    collective)."""
-    if not run.world.distributed:
+    dict at one rank; at several, gathered into the CPU memory of the ranks that generate (the
+    main rank; with PipelineRL every node's leader) and {} elsewhere (a collective)."""
+    world = run.world
+    if not world.distributed:
         return run.model.state_dict()
-    return gathered_state_dict(run.policy)
+    return gathered_state_dict(run.policy,
+                               keep=world.is_main or (pipeline and world.is_node_leader))
 
 
 def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
@@ -389,11 +399,11 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     else:
         rollout_state = run.load(state, resumed)
         _load_optimizer(run, load_from, state)
-    weights = publish_weights(run)  # a collective at several ranks
+    weights = publish_weights(run, pipeline)  # a collective at several ranks
+    run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, gen_envs,
+                                  threads, rollout_state, weights)
     if world.is_main:
         run.open_rollout_log(partial if resumed else None)
-        run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, gen_envs,
-                                      threads, rollout_state, weights)
         progress(f"train {cfg.run} chunk {chunk}: steps {run.step + 1}.."
                  f"{run.chunk_start + steps} "
                  f"({'resuming a partial save' if resumed else 'from ' + str(load_from)}), "
@@ -407,8 +417,8 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     try:
         _loop(run, recipe, run.chunk_start + steps, threads, partial)
     finally:
+        run.rollouts.close()
         if world.is_main:
-            run.rollouts.close()
             run.tracker.close()
     run.save(out, partial=False)
     if world.is_main:
@@ -422,11 +432,12 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
 def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts: str | Path,
                    gen_envs: list[dict], threads: int, rollout_state: dict,
                    weights: Mapping[str, torch.Tensor]) -> Any:
-    """The off-policy mode's rollout source on the main rank (pipeline processes or an
-    in-process engine)."""
+    """This rank's rollout source: PipelineRL generator processes on every node (the node's
+    leader runs them), or, in the in-process modes, the engine on the main rank and a
+    `Follower` elsewhere."""
     from scalerl.rl.grading import make_generator_grader
     from scalerl.rl.pipeline import EngineSpec
-    from scalerl.rl.rollouts import OnPolicyRollouts, PipelineRollouts, PPORollouts
+    from scalerl.rl.rollouts import Follower, OnPolicyRollouts, PipelineRollouts, PPORollouts
     from scalerl.rollout.config import EngineConfig, make_engine
     from scalerl.rollout.hf_engine import HFEngine
 
@@ -440,13 +451,17 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
                                                   recipe.off_policy == "pipeline"))
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
-        specs = [EngineSpec(build_generator_engine, {"model_path": model_cfg.name,
-                            "model_cfg": model_cfg, "engine_cfg": _nth_engine(engine_cfg, cfg, i),
-                            "env": env}, threads=threads, grader=make_generator_grader,
-                            grader_kwargs=grader_kwargs) for i, env in enumerate(gen_envs)]
+        first = run.world.node * len(gen_envs)  # generator index over every node
+        specs = [EngineSpec(build_generator_engine, {
+            "model_path": model_cfg.name, "model_cfg": model_cfg,
+            "engine_cfg": _nth_engine(engine_cfg, cfg, first + i), "env": env},
+            threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs)
+            for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights, rollout_state.get("issued"),
-                                fixed_lag=cfg.pipeline_fixed_lag)
+                                fixed_lag=cfg.pipeline_fixed_lag, world=run.world)
+    if not run.world.is_main:
+        return Follower()
     if cfg.engine != "hf":
         engine = make_engine(load_from, model_cfg, engine_cfg)
     elif run.world.distributed:  # the policy is sharded: generate on a copy in the model's dtype
@@ -476,16 +491,16 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
     numerics = cfg.numerics
     pad_id = run.tokenizer.pad_token_id or 0
     pipeline = recipe.off_policy == "pipeline"
-    line = gen_prev = None
+    gen_prev = run.rollouts.gen_stats()  # a collective with PipelineRL at several ranks
+    line = None
     if world.is_main:
-        gen_prev = run.rollouts.gen_stats()
         line = ProgressLine(f"train {cfg.run} steps {first_step + 1}..{chunk_end}:",
                             chunk_end - first_step)  # one updating line on a terminal
     while run.step < chunk_end:
         t0 = time.perf_counter()
         shares: list[RankShare] | None = None
+        completions = run.rollouts.next_batch(run.step)  # on the main rank; None elsewhere
         if world.is_main:
-            completions = run.rollouts.next_batch(run.step)
             t1 = time.perf_counter()
             scores = grade(completions, source, workers=threads)
             verdicts = [s.correct for s in scores]
@@ -505,9 +520,10 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
         train_s = time.perf_counter() - t_train
         run.step += 1
         t_push = time.perf_counter()
-        weights = publish_weights(run)  # a collective at several ranks
+        weights = publish_weights(run, pipeline)  # a collective at several ranks
+        run.rollouts.after_step(lambda w=weights: w, run.step)
+        gen_now = run.rollouts.gen_stats()
         if world.is_main:
-            run.rollouts.after_step(lambda w=weights: w, run.step)
             now = time.perf_counter()
             timing = {"generate_s": 0.0 if pipeline else t1 - t0,
                       "wait_s": t1 - t0 if pipeline else 0.0, "grade_s": t2 - t1,
@@ -516,10 +532,8 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
                                  completion_tokens=stats.completion_tokens,
                                  trained_tokens=metrics["trained_tokens"])
             last_end = now
-            gen_now = run.rollouts.gen_stats()
             busy = gen_now[1] - gen_prev[1]  # no decoding since the last step (PPO): NaN
             gen_tps = (gen_now[0] - gen_prev[0]) / busy if busy > 0 else float("nan")
-            gen_prev = gen_now
             row = _row(run, stats, metrics, gen_tps,
                        metrics["trained_tokens"] / max(train_s, 1e-9), timing)
             run.rows.append(row)
@@ -533,6 +547,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
                         f"{metrics['padding_fraction']:.2f} staleness "
                         f"{stats.staleness_mean:.1f}/{stats.staleness_max}")
         del weights
+        gen_prev = gen_now
         done_in_chunk = run.step - run.chunk_start
         if cfg.save_every and done_in_chunk % cfg.save_every == 0 and run.step < chunk_end:
             run.save(partial, partial=True)

@@ -31,7 +31,8 @@ from typing import Any
 from scalerl.config import Config, ConfigError, field_
 from scalerl.rl.run_config import EvalConfig, LengthConfig, RunConfig, TaskWeights
 
-__all__ = ["SweepConfig", "load_sweep", "NAME_PATTERN", "SWEEP_RECIPE_FIELDS", "RUN_FIELDS_SET_BY_SWEEP"]
+__all__ = ["SweepConfig", "job_resources", "load_sweep", "NAME_PATTERN", "SWEEP_RECIPE_FIELDS",
+           "RUN_FIELDS_SET_BY_SWEEP"]
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 # Recipe fields that the sweep itself sets (batch shape; the length budgets come from gen_len).
@@ -114,12 +115,35 @@ class FitSection(Config):
 
 @dataclasses.dataclass(frozen=True)
 class RuleResources(Config):
-    """Resources of one rule (local scheduling and cluster submission)."""
+    """Resources of one rule (local scheduling and cluster submission, `job_resources`)."""
 
-    threads: int = field_(1, "cores the job uses (SLURM --cpus-per-task)", ge=1)
-    gpu: int = field_(0, "GPUs the job needs (SLURM --gpus)", ge=0)
-    mem_mb: int = field_(4000, "memory in MB (SLURM --mem)", ge=1)
+    threads: int = field_(1, "cores the job uses (SLURM --cpus-per-task; per node)", ge=1)
+    gpu: int = field_(0, "GPUs the job needs on each node (SLURM --gpus; --gres=gpu:N per "
+                      "node when nodes > 1)", ge=0)
+    mem_mb: int = field_(4000, "memory in MB (SLURM --mem; per node)", ge=1)
     runtime: int = field_(60, "wall-clock limit in minutes (SLURM --time)", ge=1)
+    nodes: int = field_(1, "nodes of one job (train: the FSDP2 trainer ranks and the "
+                        "generators split over them; nodes x gpu = trainer_ranks + "
+                        "generators x their devices)", ge=1)
+
+
+def job_resources(res: RuleResources) -> dict[str, Any]:
+    """The snakemake resources of a rule's jobs. One node: gpu, mem_mb, runtime (with
+    `tasks_per_gpu: 0` for several GPUs: one `scalerl train` process that starts its ranks
+    itself, not one task per GPU). Several nodes, as snakemake-executor-plugin-slurm submits
+    them: `--nodes`, `--gres=gpu:N` per node, one task per node, `mpi: srun` (the rule's command
+    runs on the first node and starts `srun torchrun` itself, `scalerl.parallel.world`)."""
+    out: dict[str, Any] = {"mem_mb": res.mem_mb, "runtime": res.runtime}
+    if res.nodes == 1:
+        out["gpu"] = res.gpu
+        if res.gpu > 1:
+            out["tasks_per_gpu"] = 0
+        return out
+    out.update(nodes=res.nodes, gpu=0, tasks=res.nodes, tasks_per_gpu=0, mpi="srun",
+               cpus_per_task=res.threads)
+    if res.gpu:
+        out["gres"] = f"gpu:{res.gpu}"
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

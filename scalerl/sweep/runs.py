@@ -26,7 +26,7 @@ import dataclasses
 import itertools
 from typing import Any
 
-from scalerl.config import ConfigError, _deep_merge
+from scalerl.config import ConfigError, deep_merge
 from scalerl.rl.run_config import RunConfig
 from scalerl.sweep.config import SweepConfig
 
@@ -80,8 +80,8 @@ def expand(sweep: SweepConfig) -> dict[str, Run]:
 def recipe_overrides(sweep: SweepConfig, run: Run) -> dict[str, Any]:
     """The run's RecipeConfig overrides, merged in the documented order."""
     merged = copy.deepcopy(sweep.recipe_overrides)
-    _deep_merge(merged, copy.deepcopy(sweep.models[run.model].recipe_overrides))
-    _deep_merge(merged, copy.deepcopy(sweep.recipe(run.recipe).overrides))
+    deep_merge(merged, copy.deepcopy(sweep.models[run.model].recipe_overrides))
+    deep_merge(merged, copy.deepcopy(sweep.recipe(run.recipe).overrides))
     merged["prompts_per_step"] = run.prompts
     merged["generations_per_prompt"] = run.generations
     return merged

@@ -94,11 +94,18 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path / "model.safetensors"))
 
 
-def _compare_one_and_two_ranks(root: Path, run_yaml: Path, atol: float) -> dict:
-    one, two = root / "ranks1", root / "ranks2"
-    scalerl(*train_command(run_yaml, one, "trainer_ranks=1"))
-    proc = scalerl(*train_command(run_yaml, two, "trainer_ranks=2"))
-    assert "2 trainer rank(s)" in proc.stderr
+def _trained(root: Path, run_yaml: Path, name: str, *sets: str) -> Path:
+    """Chunk 0 of the run trained into root/NAME (once per module: tests share it)."""
+    out = root / name
+    if not out.exists():
+        proc = scalerl(*train_command(run_yaml, out, *sets))
+        ranks = next((s.split("=")[1] for s in sets if s.startswith("trainer_ranks=")), "1")
+        assert f"{ranks} trainer rank(s)" in proc.stderr
+    return out
+
+
+def _compare_runs(root: Path, one: Path, two: Path, atol: float) -> dict:
+    """The same samples, step statistics, and weights within `atol` (see the tests)."""
     a, b = read_steps(one / "steps.parquet"), read_steps(two / "steps.parquet")
     assert a["step"].tolist() == b["step"].tolist() == [1, 2]
     for col in ("reward_mean", "pass_rate", "tokens", "zero_variance_fraction"):
@@ -125,6 +132,8 @@ def test_gpu_yaml_run_trains_alike_at_one_and_two_ranks(gpu_run):
     size, so a gradient entry near 0 whose sign differs between the two reduction orders moves
     its weight the other way: the stated tolerance is 2 x (5e-9 + 1e-8) = 3e-8."""
     root, cfg, run_yaml = gpu_run
+    one = _trained(root, run_yaml, "ranks1", "trainer_ranks=1")
+    two = _trained(root, run_yaml, "ranks2", "trainer_ranks=2")
     numerics = cfg.numerics
     assert (numerics.param_dtype, numerics.compute_dtype, numerics.gradient_checkpointing) == (
         "float32", "bfloat16", True)
@@ -135,8 +144,8 @@ def test_gpu_yaml_run_trains_alike_at_one_and_two_ranks(gpu_run):
     assert ckpt.read_trainer_summary(root / "base")["step"] == 0
     base_info = yaml.safe_load((root / "base" / "base_info.json").read_text())
     assert base_info["config"]["model"]["dtype"] == "bfloat16"  # declared bf16, trained fp32
-    out = _compare_one_and_two_ranks(root, run_yaml, atol=3e-8)
-    assert {t.dtype for t in _weights(root / "ranks2").values()} == {torch.float32}
+    out = _compare_runs(root, one, two, atol=3e-8)
+    assert {t.dtype for t in _weights(two).values()} == {torch.float32}
     a = out["steps"][0]
     assert (a["padding_fraction"] >= 0).all() and (a["lr"] > 0).all()
 
@@ -148,10 +157,45 @@ def test_config_yaml_run_trains_alike_at_one_and_two_ranks(cpu_run):
     agree to float rounding (checked below)."""
     root, cfg, run_yaml = cpu_run
     assert cfg.resolved_recipe().off_policy == "pipeline" and cfg.generators == 1
-    out = _compare_one_and_two_ranks(root, run_yaml, atol=2e-4)
-    wa, wb = _weights(root / "ranks1"), _weights(root / "ranks2")
+    one = _trained(root, run_yaml, "ranks1", "trainer_ranks=1")
+    two = _trained(root, run_yaml, "ranks2", "trainer_ranks=2")
+    out = _compare_runs(root, one, two, atol=2e-4)
+    _most_weights_agree(one, two, out)
+
+
+def _most_weights_agree(one: Path, two: Path, out: dict) -> None:
+    wa, wb = _weights(one), _weights(two)
     close = sum(int(((wa[n] - wb[n]).abs() <= 1e-6).sum()) for n in wa)
     assert close / sum(t.numel() for t in wa.values()) > 0.99, out
+
+
+def test_config_yaml_run_on_two_nodes_trains_as_on_one(cpu_run):
+    """Two torchrun agents on this machine stand in for two nodes (c10d rendezvous, one rank
+    and one PipelineRL generator each): each node's generator makes its half of every batch
+    from weights pushed to that node, the main rank gathers the halves. The batches, the step
+    statistics and the weights equal the one-node 2-rank run's (same tolerance)."""
+    import socket
+    import subprocess
+
+    root, _, run_yaml = cpu_run
+    one_node = _trained(root, run_yaml, "ranks2", "trainer_ranks=2")
+    out = root / "two_nodes"
+    with socket.socket() as sock:  # a free port for the rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=two-nodes",
+           "-m", "scalerl", *train_command(run_yaml, out, "generators=2")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                          os.environ.get("PYTHONPATH", "")])}
+    agents = [subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True) for _ in range(2)]
+    logs = [agent.communicate(timeout=1200)[1] for agent in agents]
+    assert [a.returncode for a in agents] == [0, 0], "\n".join(log[-3000:] for log in logs)
+    assert any("2 trainer rank(s)" in log for log in logs)
+    compared = _compare_runs(root, one_node, out, atol=2e-4)
+    _most_weights_agree(one_node, out, compared)
 
 
 def _kill_in_second_save_and_rerun(root: Path, run_yaml: Path) -> str:

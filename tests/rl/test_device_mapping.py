@@ -55,16 +55,20 @@ def test_tensor_parallel_generators_take_several_devices(monkeypatch, three_gpus
 
 
 def test_generators_take_the_devices_after_the_nodes_trainer_ranks(monkeypatch):
-    """4 trainer ranks + 4 generators on one 8-GPU node (the shipped one-node layout); on a
-    2-node job the main rank's node has local_size trainer ranks and the world counts all."""
+    """4 trainer ranks + 4 generators on one 8-GPU node (the shipped one-node layout); on 2
+    nodes the generators split evenly, each node's after its own 4 ranks (16 devices held)."""
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7")
     cfg = RunConfig(generators=4, device="cuda")
     node = World(rank=0, size=4, local_size=4, device=torch.device("cuda:0"))
     envs, held = resolve_devices(cfg, True, node)
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["4", "5", "6", "7"] and held == 8
-    two_nodes = World(rank=0, size=8, local_size=4, device=torch.device("cuda:0"))
-    assert resolve_devices(cfg, True, two_nodes)[1] == 12
+    two_nodes = World(rank=4, size=8, local_rank=0, local_size=4,
+                      device=torch.device("cuda:0"))
+    envs, held = resolve_devices(cfg.replace(generators=8), True, two_nodes)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["4", "5", "6", "7"] and held == 16
+    with pytest.raises(ConfigError, match="cannot be split evenly over the 2 nodes"):
+        resolve_devices(cfg.replace(generators=3), True, two_nodes)
 
 
 def test_cpu_ranks_count_one_device_each():

@@ -25,9 +25,7 @@ rule base:
         res("benchmarks", "base", "{model}.tsv")
     threads: rule_resources("base")["threads"]
     resources:
-        gpu=rule_resources("base")["gpu"],
-        mem_mb=rule_resources("base")["mem_mb"],
-        runtime=rule_resources("base")["runtime"],
+        **job_resources("base"),
     conda:
         CONDA_ENV
     shell:

@@ -141,6 +141,12 @@ def rule_resources(rule_name):
     return config["resources"][rule_name]
 
 
+def job_resources(rule_name):
+    """The snakemake resources of a rule's jobs (`scalerl.sweep.job_resources`: GPUs, memory,
+    run time; a multi-node or multi-GPU train job as the SLURM executor must submit it)."""
+    return sweep.job_resources(SWEEP.resources[rule_name])
+
+
 # -- evaluated at parse time ---------------------------------------------------------------
 try:  # the package first: its messages name every bad key and the fix
     SWEEP = sweep.load_sweep(config)

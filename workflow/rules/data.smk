@@ -31,9 +31,7 @@ rule data:
     # Every run waits for the prompt set: run it before the base models take the cores.
     priority: 10
     resources:
-        gpu=rule_resources("data")["gpu"],
-        mem_mb=rule_resources("data")["mem_mb"],
-        runtime=rule_resources("data")["runtime"],
+        **job_resources("data"),
     conda:
         CONDA_ENV
     shell:

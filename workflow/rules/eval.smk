@@ -16,9 +16,7 @@ rule eval:
         res("benchmarks", "eval", "{run}", "chunk{chunk}.tsv")
     threads: rule_resources("eval")["threads"]
     resources:
-        gpu=rule_resources("eval")["gpu"],
-        mem_mb=rule_resources("eval")["mem_mb"],
-        runtime=rule_resources("eval")["runtime"],
+        **job_resources("eval"),
     conda:
         CONDA_ENV
     shell:
@@ -43,9 +41,7 @@ rule eval_downstream:
         max_prompts=lambda w: SWEEP.downstream[w.dataset].max_prompts,
     threads: rule_resources("eval")["threads"]
     resources:
-        gpu=rule_resources("eval")["gpu"],
-        mem_mb=rule_resources("eval")["mem_mb"],
-        runtime=rule_resources("eval")["runtime"],
+        **job_resources("eval"),
     conda:
         CONDA_ENV
     shell:

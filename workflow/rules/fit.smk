@@ -25,9 +25,7 @@ rule fit:
         extra=shlex.join(SWEEP.fit.extra_args),
     threads: rule_resources("fit")["threads"]
     resources:
-        gpu=rule_resources("fit")["gpu"],
-        mem_mb=rule_resources("fit")["mem_mb"],
-        runtime=rule_resources("fit")["runtime"],
+        **job_resources("fit"),
     # `scalerl fit` exits 2 when a group cannot be fitted (too few points, ...) after writing
     # fits.json with the reason; that is a result of the run, not a workflow failure, so the
     # job succeeds whenever fits.json exists (the report lists the fits that exist).
@@ -71,9 +69,7 @@ rule report:
         res("benchmarks", "report.tsv")
     threads: rule_resources("report")["threads"]
     resources:
-        gpu=rule_resources("report")["gpu"],
-        mem_mb=rule_resources("report")["mem_mb"],
-        runtime=rule_resources("report")["runtime"],
+        **job_resources("report"),
     conda:
         CONDA_ENV
     shell:

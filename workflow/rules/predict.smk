@@ -19,9 +19,7 @@ rule predictions:
         extra=predict_args(),
     threads: rule_resources("fit")["threads"]
     resources:
-        gpu=rule_resources("fit")["gpu"],
-        mem_mb=rule_resources("fit")["mem_mb"],
-        runtime=rule_resources("fit")["runtime"],
+        **job_resources("fit"),
     conda:
         CONDA_ENV
     shell:
@@ -41,9 +39,7 @@ rule predict_chunk:
         extra=predict_args(),
     threads: rule_resources("fit")["threads"]
     resources:
-        gpu=rule_resources("fit")["gpu"],
-        mem_mb=rule_resources("fit")["mem_mb"],
-        runtime=rule_resources("fit")["runtime"],
+        **job_resources("fit"),
     conda:
         CONDA_ENV
     shell:

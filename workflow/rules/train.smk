@@ -44,9 +44,7 @@ rule train:
         chunk=r"[1-9][0-9]*",
     threads: rule_resources("train")["threads"]
     resources:
-        gpu=rule_resources("train")["gpu"],
-        mem_mb=rule_resources("train")["mem_mb"],
-        runtime=rule_resources("train")["runtime"],
+        **job_resources("train"),
     conda:
         CONDA_ENV
     shell:
