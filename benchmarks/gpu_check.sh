@@ -11,20 +11,36 @@
 # 16 x 2048 tokens, the chunk on vLLM when it is installed. Without CUDA: the small default
 # shape on CPU; the CUDA-only parts (vLLM mismatch, MFU) print "skipped: ..." and the plan
 # check runs against --gpu-mem 80GB.
+#
+# Then, with two or more GPUs, benchmarks/fsdp_check.py under torchrun on 2 of them: one FSDP2
+# optimizer step of the trainer at the shipped one-node layout's shapes (config/gpu.yaml +
+# config/layout-1node-8gpu.yaml: Qwen3-0.6B architecture, full-length sequences, its numerics)
+# over NCCL, per-rank peak memory against the planner's per-rank figure, tokens/s per GPU and
+# MFU (OUT/fsdp_check.json). With one GPU it says it needs two; without CUDA it runs the same
+# script at a tiny shape on 2 gloo ranks (the code path, not the figures).
 set -euo pipefail
 OUT=${1:-results/gpu_check}
 PYTHON=${PYTHON:-python}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export PYTHONPATH="$HERE/..${PYTHONPATH:+:$PYTHONPATH}"
-if "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+GPUS=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
+FSDP=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 "$HERE/fsdp_check.py"
+      --out "$OUT")
+if [ "$GPUS" -gt 0 ]; then
   ENGINE=hf
   if "$PYTHON" -c 'import vllm' 2>/dev/null; then ENGINE=vllm; fi
-  exec "$PYTHON" "$HERE/gpu_check.py" --out "$OUT" --hidden 1024 --layers 12 --heads 16 \
+  "$PYTHON" "$HERE/gpu_check.py" --out "$OUT" --hidden 1024 --layers 12 --heads 16 \
     --kv-heads 8 --head-dim 64 --intermediate 3072 --sft-lr 1e-3 --batch 16 --seq 2048 \
     --timed-steps 3 --train-steps 3 --engine "$ENGINE"
+  if [ "$GPUS" -ge 2 ]; then
+    CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1} "${FSDP[@]}" --device cuda
+  else
+    echo "gpu_check: fsdp step skipped: needs 2 GPUs, this machine has 1"
+  fi
 else
   echo "gpu_check: no CUDA device: small shape on CPU, CUDA-only parts skipped"
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-  exec "$PYTHON" "$HERE/gpu_check.py" --out "$OUT" --batch 2 --seq 128 --timed-steps 2 \
+  "$PYTHON" "$HERE/gpu_check.py" --out "$OUT" --batch 2 --seq 128 --timed-steps 2 \
     --train-steps 2 --engine hf
+  "${FSDP[@]}" --device cpu --tiny --sequences 16
 fi

@@ -170,8 +170,16 @@ def check_plan(cfg: Any, init: str, prompts: str, model_cfg: Any, gpu_mem: str |
     from scalerl.utils.log import progress
 
     longest = longest_prompt_tokens(prompts, init, model_cfg)
+    from scalerl.parallel.world import slurm_nodes
+
+    nodes = max(1, slurm_nodes())
+    asked = None  # --gpu-mem plans for the devices the run asks for on each node
+    if gpu_mem:
+        per_gen = cfg.vllm.tensor_parallel_size if cfg.engine == "vllm" else 1
+        gens = cfg.generators if cfg.resolved_recipe().off_policy == "pipeline" else 0
+        asked = -(-cfg.trainer_ranks // nodes) + -(-gens // nodes) * per_gen
     report = preflight(cfg, init, parse_size(gpu_mem) if gpu_mem else None,
-                       devices=1 if gpu_mem else None,
+                       devices=asked, nodes=nodes,
                        model_dtype=model_cfg.dtype if model_cfg is not None else None,
                        prompt_tokens=longest or DEFAULT_PROMPT_TOKENS)
     if report is not None:

@@ -45,7 +45,7 @@ def _defaults(cls: type) -> dict[str, Any]:
 
 
 def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
-                         device_memory_bytes: int, devices: int = 1,
+                         device_memory_bytes: int, devices: int = 1, nodes: int = 1,
                          model_dtype: str = "float32",
                          prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> PlanInputs:
     """PlanInputs of a RunConfig-shaped mapping (missing keys: RunConfig defaults)."""
@@ -85,12 +85,14 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
         vllm_max_model_len=int(vllm.max_model_len or prompt_tokens + cap),
         vllm_enforce_eager=bool(vllm.enforce_eager),
         device_memory_bytes=device_memory_bytes, devices=devices,
+        trainer_ranks=run_cfg.trainer_ranks, nodes=nodes,
+        generator_devices=vllm.tensor_parallel_size if run_cfg.engine == "vllm" else 1,
     )
 
 
 def plan_inputs_from_sweep(runs: Sequence[Mapping[str, Any]],
                            models: Mapping[str, tuple[ModelArch, str]], *,
-                           device_memory_bytes: int, devices: int = 1,
+                           device_memory_bytes: int, devices: int = 1, nodes: int = 1,
                            prompt_tokens: int = DEFAULT_PROMPT_TOKENS,
                            ) -> list[tuple[str, PlanInputs]]:
     """(run id, PlanInputs) of each run mapping; `models`: label -> (arch, model dtype)."""
@@ -102,7 +104,7 @@ def plan_inputs_from_sweep(runs: Sequence[Mapping[str, Any]],
                               f"(known: {', '.join(models) or 'none'})")
         arch, dtype = models[label]
         out.append((str(run.get("run", label)), plan_inputs_from_run(
-            run, arch, device_memory_bytes=device_memory_bytes, devices=devices,
+            run, arch, device_memory_bytes=device_memory_bytes, devices=devices, nodes=nodes,
             model_dtype=dtype, prompt_tokens=prompt_tokens)))
     return out
 
@@ -119,7 +121,8 @@ class SweepRuns:
 
     runs: list[dict[str, Any]]  # RunConfig mappings, as workflow/rules/common.smk writes them
     models: dict[str, dict[str, Any]]  # model label -> its ModelConfig mapping
-    train_devices: int  # GPUs of the train job (resources.train.gpu)
+    train_devices: int  # GPUs of the train job on each node (resources.train.gpu)
+    train_nodes: int = 1  # nodes of the train job (resources.train.nodes)
 
 
 def sweep_runs(cfg: Mapping[str, Any]) -> SweepRuns:
@@ -131,7 +134,8 @@ def sweep_runs(cfg: Mapping[str, Any]) -> SweepRuns:
     check_runs(sweep, runs)
     mappings = [run_config(sweep, run, base="", prompts="").to_dict() for run in runs.values()]
     models = {name: dict(entry.config.get("model", {})) for name, entry in sweep.models.items()}
-    return SweepRuns(mappings, models, max(1, sweep.resources["train"].gpu))
+    train = sweep.resources["train"]
+    return SweepRuns(mappings, models, max(1, train.gpu), train.nodes)
 
 
 def arch_of_model_config(model: Mapping[str, Any], label: str) -> ModelArch:
@@ -161,7 +165,7 @@ def model_dtype_of(model_dir: str | Path) -> str | None:
 
 def preflight(run_cfg: Any, model_dir_or_arch: str | Path | ModelArch,
               device_mem_bytes: int | None = None, *, devices: int | None = None,
-              model_dtype: str | None = None,
+              nodes: int = 1, model_dtype: str | None = None,
               prompt_tokens: int = DEFAULT_PROMPT_TOKENS) -> PlanReport | None:
     """Check a run before any work: PlanError (every problem, one line each) when it does not
     fit. Device memory and count come from CUDA when `device_mem_bytes` is None; without
@@ -178,7 +182,8 @@ def preflight(run_cfg: Any, model_dir_or_arch: str | Path | ModelArch,
     if model_dtype is None and not isinstance(model_dir_or_arch, ModelArch):
         model_dtype = model_dtype_of(model_dir_or_arch)
     inputs = plan_inputs_from_run(run, arch, device_memory_bytes=device_mem_bytes,
-                                  devices=devices or 1, model_dtype=model_dtype or "float32",
+                                  devices=devices or 1, nodes=nodes,
+                                  model_dtype=model_dtype or "float32",
                                   prompt_tokens=prompt_tokens)
     report = check_fits(inputs, title=str(run.get("run", "run")))
     if not report.fits:

@@ -91,7 +91,8 @@ class PlanReport:
             f"  tokens/step: {upper:,} upper bound, {expected:,} expected (mean completion "
             f"{inp.expected_generation_fraction:g} x cap)",
             f"  trainer: {inp.param_dtype} params, {inp.compute_dtype} compute, "
-            f"{inp.micro_tokens:,} tokens x {inp.micro_batches} micro-batches, {ckpt} "
+            f"{inp.micro_tokens:,} tokens x {inp.micro_batches} micro-batches"
+            f"{' per rank' if inp.trainer_ranks > 1 else ''}, {ckpt} "
             f"checkpointing, log-prob chunk {chunk}",
             f"  trainer ranks: {inp.trainer_ranks} (FSDP2 over {inp.nodes} node(s) x "
             f"{inp.devices} device(s))" if inp.trainer_ranks > 1 else
@@ -154,6 +155,19 @@ def _chunk_knob(inp: PlanInputs, available: int) -> str | None:
     return None
 
 
+def _ranks_knob(inp: PlanInputs, available: int) -> str | None:
+    """More FSDP2 trainer ranks (smaller shards), if the nodes have the devices for them."""
+    gen_devices = inp.generators_per_node * inp.generator_devices if inp.pipeline else 0
+    most = inp.nodes * max(0, inp.devices - gen_devices)
+    ranks = inp.trainer_ranks * 2
+    while ranks <= most:
+        if ranks % inp.nodes == 0 and \
+                _trainer_need(inp.replace(trainer_ranks=ranks)) <= available:
+            return f"trainer_ranks: raise to {ranks} (parameters, gradients and AdamW sharded)"
+        ranks *= 2
+    return None
+
+
 def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | None]:
     """(options, why none) for the trainer to fit `available` bytes (module docstring): every
     single change that suffices, then checkpointing + 2048-token log-prob chunks + the
@@ -164,6 +178,7 @@ def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | Non
     if not inp.gradient_checkpointing and \
             _trainer_need(inp.replace(gradient_checkpointing=True)) <= available:
         options.append("gradient_checkpointing: true")
+    options.append(_ranks_knob(inp, available))
     tokens = _largest_fitting_tokens(inp, available)
     options.append(_micro_knob(inp, tokens) if tokens else None)
     combo, changes = inp, []
@@ -294,12 +309,14 @@ def check_fits(inp: PlanInputs, title: str = "run") -> PlanReport:
         uses.append(DeviceUse("train (each rank)" if inp.trainer_ranks > 1 else "train",
                               f"cuda:0-{rpn - 1}" if rpn > 1 else "cuda:0", tuple(trainer),
                               capacity))
-        uses += [DeviceUse("generate", f"cuda:{rpn + k * width}" if width == 1 else
+        uses += [DeviceUse("generate" if inp.nodes == 1 else "generate (each node)",
+                           f"cuda:{rpn + k * width}" if width == 1 else
                            f"cuda:{rpn + k * width}-{rpn + (k + 1) * width - 1}", tuple(g),
-                           capacity) for k, g in enumerate(gens)]
+                           capacity) for k, g in enumerate(gens[:inp.generators_per_node])]
     elif inp.pipeline:
         uses.append(DeviceUse("train + generate", "cuda:0",
-                              tuple(trainer + [t for g in gens for t in g]), capacity))
+                              tuple(trainer + [t for g in gens[:inp.generators_per_node]
+                                               for t in g]), capacity))
         uses += [others] if others else []
     else:
         uses.append(_in_process_use(inp, trainer, capacity))
@@ -308,6 +325,11 @@ def check_fits(inp: PlanInputs, title: str = "run") -> PlanReport:
                           tuple(generator_terms(inp, inp.eval_batch, process="eval engine")),
                           capacity))
     problems, notes = [], []
+    if inp.ranks_per_node > inp.devices:
+        problems.append(f"trainer_ranks = {inp.trainer_ranks} puts {inp.ranks_per_node} ranks "
+                        f"on each of {inp.nodes} node(s), which have {inp.devices} device(s): "
+                        "lower trainer_ranks or give the train job more GPUs per node "
+                        "(resources.train.gpu)")
     for use in uses:
         if not use.fits:
             problems.append(f"{use.stage} {use.device}: needs {use.need / GiB:.1f} GiB of "

@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-mem", default=None,
                         help="memory of one device, e.g. 80GB (default: CUDA device 0's)")
     parser.add_argument("--devices", type=int, default=None,
-                        help="devices of the train job (default: sweep resources.train.gpu; "
-                        "run.yaml: the CUDA devices here, else 1)")
+                        help="devices of the train job per node (default: sweep "
+                        "resources.train.gpu; run.yaml: the CUDA devices here, else 1)")
     parser.add_argument("--model", default=None,
                         help="run.yaml: model directory, tiny size or hub id of the "
                         "architecture (default: the run's base directory or model label)")
@@ -107,6 +107,7 @@ def _sweep_inputs(cfg: Mapping[str, Any], args, memory: int):
               for label, spec in sweep.models.items() if label in used}
     return plan_inputs_from_sweep(runs, models, device_memory_bytes=memory,
                                   devices=args.devices or sweep.train_devices,
+                                  nodes=sweep.train_nodes,
                                   prompt_tokens=args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
 
 

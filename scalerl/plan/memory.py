@@ -83,9 +83,9 @@ Tokens per step: B*G*s (upper bound, memory uses it) and B*G*(prompt + f*generat
 mean completion length f (a stated assumption; shown, never used for memory).
 
 Devices (`placement`): the R ranks split evenly over `nodes`, one device each; in pipeline
-mode the generators sit on the main rank's node after its ranks, `generator_devices` (vLLM
-tensor parallelism) each, when the node's `devices` hold them all, else all share the main
-rank's device (`scalerl.rl.trainer.resolve_devices`).
+mode the generators split evenly over the nodes too, each node's after its ranks,
+`generator_devices` (vLLM tensor parallelism) each, when the node's `devices` hold them all,
+else a node's generators share its first device (`scalerl.rl.trainer.resolve_devices`).
 
 Deliberately left out: tensor parallelism of the trainer, prefix caching (it reuses KV blocks,
 it needs none), CPU memory, and measured CUDA figures (no GPU here): margins are named
@@ -198,7 +198,8 @@ class PlanInputs(Config):
 
     @property
     def micro_batches(self) -> int:
-        step = self.sequences_per_step * self.seq_tokens
+        """Forward/backward passes of one step on each trainer rank (its 1/R of the step)."""
+        step = -(-self.sequences_per_step // self.trainer_ranks) * self.seq_tokens
         return -(-step // self.micro_tokens)
 
     @property
@@ -210,12 +211,16 @@ class PlanInputs(Config):
         return -(-self.trainer_ranks // self.nodes)
 
     @property
+    def generators_per_node(self) -> int:
+        return -(-self.generators // self.nodes)
+
+    @property
     def shared_device(self) -> bool:
-        """Generators share the main rank's device (as `scalerl.rl.trainer.resolve_devices`
-        places them: their own devices only when the main rank's node holds its trainer ranks
-        + generators x generator_devices)."""
+        """A node's generators share its first device (as `scalerl.rl.trainer.resolve_devices`
+        places them: their own devices only when the node holds its trainer ranks + its
+        generators x generator_devices)."""
         return not self.pipeline or self.devices < (
-            self.ranks_per_node + self.generators * self.generator_devices)
+            self.ranks_per_node + self.generators_per_node * self.generator_devices)
 
     def placement(self) -> list[str]:
         """One line per node: which device does what (module docstring)."""
@@ -226,15 +231,16 @@ class PlanInputs(Config):
             parts = [f"cuda:{_span(0, len(ranks))} trainer rank{'s' if len(ranks) > 1 else ''} "
                      f"{_span(ranks[0], len(ranks))}"]
             used = len(ranks)
-            if node == 0 and self.pipeline:
+            gens = self.generators_per_node
+            if self.pipeline:
+                first_gen = node * gens
                 if self.shared_device:
-                    parts.append(f"generators 0-{self.generators - 1} share cuda:0"
-                                 if self.generators > 1 else "the generator shares cuda:0")
+                    parts.append(f"generators {_span(first_gen, gens)} share cuda:0"
+                                 if gens > 1 else f"generator {first_gen} shares cuda:0")
                 else:
-                    width = self.generators * self.generator_devices
-                    parts.append(f"cuda:{_span(used, width)} generator"
-                                 f"{'s' if self.generators > 1 else ''} "
-                                 f"{_span(0, self.generators)} ({self.generator_devices} "
+                    width = gens * self.generator_devices
+                    parts.append(f"cuda:{_span(used, width)} generator{'s' if gens > 1 else ''} "
+                                 f"{_span(first_gen, gens)} ({self.generator_devices} "
                                  "device(s) each)")
                     used += width
             if used < self.devices:

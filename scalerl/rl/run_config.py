@@ -175,8 +175,9 @@ class RunConfig(Config):
         "the generator processes)", ge=0,
     )
     generators: int = field_(
-        1, "generator processes in pipeline mode (on CUDA each takes its own device when "
-        "enough devices exist)", ge=1,
+        1, "generator processes in pipeline mode, split evenly over the nodes (each node's "
+        "first trainer rank runs its share; on CUDA each takes its own device(s) after the "
+        "node's trainer ranks when enough devices exist, else they share its first)", ge=1,
     )
     pipeline_fixed_lag: int | None = field_(
         None, "pipeline: null = free-running (generators switch to each pushed weights at "

@@ -37,3 +37,7 @@ def test_gpu_check_runs_on_cpu_with_cuda_parts_skipped(tmp_path):
     assert chunk["returncode"] == 0 and chunk["steps"] == 2 and chunk["mfu"] is None
     assert math.isfinite(chunk["train_tokens_per_s"]) and 0 <= chunk["padding_fraction"] < 1
     assert "memory plan fits" in proc.stderr  # the chunk's preflight ran (--gpu-mem 80GB)
+    # the 2-rank FSDP step of benchmarks/fsdp_check.py, here at its tiny CPU shape (gloo)
+    fsdp = json.loads((out / "fsdp_check.json").read_text())
+    assert fsdp["ranks"] == 2 and fsdp["device"] == "cpu" and fsdp["tokens_per_s_per_gpu"] > 0
+    assert fsdp["numerics"]["gradient_checkpointing"] is True  # config/gpu.yaml's numerics

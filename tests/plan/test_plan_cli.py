@@ -66,3 +66,55 @@ def test_parse_size():
     assert parse_size("0.5 tb") == 2**39
     with pytest.raises(ConfigError, match="--gpu-mem"):
         parse_size("eighty")
+
+
+REPO_CONFIG = Path(__file__).resolve().parents[2] / "config"
+
+
+@pytest.mark.parametrize("layout, nodes", [("layout-1node-8gpu.yaml", 1),
+                                           ("layout-2node-16gpu.yaml", 2)])
+def test_shipped_multi_gpu_layouts_print_per_rank_figures(capsys, layout, nodes):
+    """The shipped layouts over config/gpu.yaml fit 80 GB GPUs, use every GPU they ask for
+    (nodes x GPUs = trainer ranks + generators), and the plan says which device does what."""
+    import yaml
+
+    code = main(["plan", "--config", str(REPO_CONFIG / "gpu.yaml"), "--config",
+                 str(REPO_CONFIG / layout), "--gpu-mem", "80GB"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    spec = yaml.safe_load((REPO_CONFIG / layout).read_text())
+    train, res = spec["train"], spec["resources"]["train"]
+    assert res["nodes"] == nodes and res["nodes"] * res["gpu"] == (
+        train["trainer_ranks"] + train["generators"])
+    assert out.out.count("plan qwen3-") == 4 and "4 of 4 run(s) fit" in out.out
+    assert f"trainer ranks: {train['trainer_ranks']} (FSDP2 over {nodes} node(s)" in out.out
+    for node in range(nodes):
+        assert f"node {node}: cuda:0-3 trainer ranks {4 * node}-{4 * node + 3}, cuda:4-7 " \
+               f"generators {4 * node}-{4 * node + 3} (1 device(s) each)" in out.out
+    assert "unused" not in out.out and "share cuda:0" not in out.out
+    assert "train (each rank)      cuda:0-3" in out.out
+    assert f"x 4 / {train['trainer_ranks']} ranks" in out.out  # sharded AdamW state
+
+
+def test_ranks_over_the_devices_and_the_trainer_ranks_knob():
+    from scalerl.plan.arch import resolve_arch
+    from scalerl.plan.check import check_fits, trainer_fixes
+    from scalerl.plan.memory import GiB, PlanInputs
+
+    inp = PlanInputs(arch=resolve_arch("Qwen/Qwen3-1.7B"), prompt_tokens=1024,
+                     generation_tokens=8192, param_dtype="float32", compute_dtype="bfloat16",
+                     gradient_checkpointing=True, logprob_chunk_tokens=2048,
+                     micro_batch_tokens=16384, devices=8, generators=4, trainer_ranks=4,
+                     generator_dtype="bfloat16", vllm_gpu_memory_utilization=0.9,
+                     device_memory_bytes=80 * GiB)
+    six = inp.replace(trainer_ranks=6)  # 6 ranks fit 8 devices; 6 + 4 generators do not
+    assert not any("ranks on each" in p for p in check_fits(six).problems)
+    assert six.placement() == ["node 0: cuda:0-5 trainer ranks 0-5, generators 0-3 share "
+                               "cuda:0, cuda:6-7 unused"]
+    crowded = check_fits(inp.replace(trainer_ranks=16))
+    assert any("trainer_ranks = 16 puts 16 ranks on each of 1 node(s), which have 8 device(s)"
+               in p for p in crowded.problems)
+    # a trainer that fits only sharded over more ranks: the knob names trainer_ranks
+    need_one = inp.replace(trainer_ranks=1, generators=4, devices=8)
+    options, _ = trainer_fixes(need_one, 22 * GiB)
+    assert any(o.startswith("trainer_ranks: raise to") for o in options), options

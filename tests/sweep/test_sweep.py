@@ -149,3 +149,16 @@ def test_schema_defaults_equal_the_package_defaults():
     from scalerl.sweep.config import RULES
 
     assert set(rules) == set(RULES)
+
+
+def test_job_resources_one_node_and_several():
+    from scalerl.sweep import job_resources
+    from scalerl.sweep.config import RuleResources
+
+    assert job_resources(RuleResources(gpu=1, mem_mb=8000, runtime=30)) == {
+        "gpu": 1, "mem_mb": 8000, "runtime": 30}
+    # one node, 8 GPUs: one task (scalerl train starts its ranks), not one per GPU
+    assert job_resources(RuleResources(gpu=8, threads=32))["tasks_per_gpu"] == 0
+    two = job_resources(RuleResources(nodes=2, gpu=8, threads=64, mem_mb=512000))
+    assert two == {"mem_mb": 512000, "runtime": 60, "nodes": 2, "gpu": 0, "tasks": 2,
+                   "tasks_per_gpu": 0, "mpi": "srun", "cpus_per_task": 64, "gres": "gpu:8"}

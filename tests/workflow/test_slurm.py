@@ -3,15 +3,16 @@
 Needs `sbatch` and a cluster that answers `sinfo`; as root it starts the one-node cluster of
 .ci/slurm_up.sh when none answers. Skipped otherwise, unless SCALERL_REQUIRE_SLURM=1 (.ci/run
 sets it), where it fails instead.
-1. the profile, with what this one CPU node cannot give scaled down (GPUs -> 0, nodes -> 1,
-   tasks x cpus_per_task -> the node's CPUs; executor, squeue status and the train rule's
-   `mpi: srun` launch unchanged), runs the whole sweep; every output passes the checks of the
+1. the profile, with what this one CPU node cannot give scaled down (GPUs -> 0; executor and
+   squeue status unchanged), runs the whole sweep; every output passes the checks of the
    local end-to-end test;
 2. every non-local job went through sbatch: the snakemake log's SLURM job ids are exactly the
-   ids of the jobs' SLURM logs, one per job; the train jobs' sbatch calls carry the scaled
-   request; squeue shows the last job (report) COMPLETED;
-3. the profile's unscaled multi-node train request reaches sbatch as written (this cluster has
-   one node and no GPUs, so sbatch refuses it, and the refusal quotes the call).
+   ids of the jobs' SLURM logs, one per job; the train jobs' sbatch calls carry the config's
+   one-node request (no GPUs, its threads); squeue shows the last job (report) COMPLETED;
+3. a 2-node train request in the sweep config's `resources.train` (what
+   config/layout-2node-16gpu.yaml sets: nodes 2, 8 GPUs and 64 cores per node) reaches sbatch
+   as `scalerl.sweep.job_resources` translates it (this cluster has one node and no GPUs, so
+   sbatch refuses it, and the refusal quotes the call).
 Leaves out: the train rule's multi-node `srun torchrun` launch itself (needs 2 GPU nodes).
 """
 
@@ -76,10 +77,6 @@ def _fit_to_node(profile, cpus):
         resources.pop("gpu_model", None)
         if "gpu" in resources:
             resources["gpu"] = 0
-        if "nodes" in resources:
-            resources["nodes"] = 1
-        if "cpus_per_task" in resources:
-            resources["cpus_per_task"] = max(1, cpus // resources.get("tasks", 1))
         scaled[rule] = resources
     profile["set-resources"] = scaled
     profile["slurm-init-seconds-before-status-checks"] = 2  # tiny jobs: poll soon
@@ -87,10 +84,10 @@ def _fit_to_node(profile, cpus):
     return profile
 
 
-def _snakemake(workdir, profile_dir, *args, log_name, timeout):
+def _snakemake(workdir, profile_dir, *args, log_name, timeout, layout=None):
+    configs = [str(tiny_config(workdir))] + ([str(layout)] if layout else [])
     cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory", str(workdir),
-           "--configfile", str(tiny_config(workdir)), "--workflow-profile", str(profile_dir),
-           *args]
+           "--configfile", *configs, "--workflow-profile", str(profile_dir), *args]
     log = workdir / log_name
     with open(log, "w") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
@@ -134,28 +131,31 @@ def test_tiny_sweep_on_slurm(tmp_path):
 
     train_calls = _sbatch_calls(log, "train")
     assert len(train_calls) == SLURM_JOBS["train"], train_calls
-    train = scaled["set-resources"]["train"]
+    threads = yaml.safe_load(tiny_config(tmp_path).read_text()).get(
+        "resources", {}).get("train", {}).get("threads", 1)
     for call in train_calls:
-        assert f"--nodes={train['nodes']}" in call and f"--ntasks={train['tasks']}" in call
-        assert f"--cpus-per-task={train['cpus_per_task']}" in call
-        assert "--ntasks-per-gpu" not in call and "--gpus" not in call
+        assert f"--cpus-per-task={threads}" in call and "--nodes=" not in call
+        assert "--gres" not in call and "--gpus" not in call
 
     report_id = per_rule["report"][0]
     queue = subprocess.run(["squeue", "--states=all", "-h", "-j", report_id, "-o", "%T|%k"],
                            capture_output=True, text=True, timeout=20)
     assert queue.stdout.strip().startswith("COMPLETED|rule_report"), queue.stdout + queue.stderr
 
-    # -- 3. the unscaled multi-node train request ---------------------------------------------
+    # -- 3. a 2-node train request (the 2-node layout's resources) ---------------------------
     chunk4 = f"results/runs/{RUN}/chunk4"
+    shipped = yaml.safe_load((REPO / "config" / "layout-2node-16gpu.yaml").read_text())
+    request = shipped["resources"]["train"]
+    layout = tmp_path / "two_nodes.yaml"
+    layout.write_text(yaml.safe_dump({"resources": {"train": request}}))
     code, log = _snakemake(tmp_path, PROFILE.parent, "--forcerun", chunk4, "--retries", "0",
                            "--slurm-init-seconds-before-status-checks", "2",
-                           log_name="multinode_request.log", timeout=300)
+                           log_name="multinode_request.log", timeout=300, layout=layout)
     assert code != 0 and "SLURM sbatch failed" in log, log[-4000:]
     calls = [line.strip() for line in log.splitlines()
              if line.strip().startswith("sbatch --parsable ")]
     assert calls and all("--comment rule_train_" in c for c in calls), log[-4000:]
-    request = profile["set-resources"]["train"]
-    for flag in (f"--nodes={request['nodes']}", f"--gres={request['gres']}",
-                 f"--ntasks={request['tasks']}", f"--cpus-per-task={request['cpus_per_task']}"):
+    for flag in (f"--nodes={request['nodes']}", f"--gres=gpu:{request['gpu']}",
+                 f"--ntasks={request['nodes']}", f"--cpus-per-task={request['threads']}"):
         assert flag in calls[0], (flag, calls[0])
     assert "--ntasks-per-gpu" not in calls[0] and "--gpus=" not in calls[0]
