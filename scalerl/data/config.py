@@ -43,14 +43,17 @@ class SourceConfig(Config):
     config_name: str = field_("", "hub: dataset configuration (subset), '' for none")
     split: str = field_("train", "hub: dataset split")
     format: str = field_("", "file/hub: upstream dataset format setting the default columns "
-                         "(polaris, deepcoder, taco, apps; see scalerl.tasks.loaders.FORMATS); "
-                         "'' = the generic defaults", choices=("", "polaris", "deepcoder",
-                                                                "taco", "apps"))
+                         "(polaris, deepcoder, taco, apps; test programs: humaneval, mbpp, "
+                         "acecode, kodcode; see scalerl.tasks.loaders.FORMATS); "
+                         "'' = the generic defaults",
+                         choices=("", "polaris", "deepcoder", "taco", "apps", "humaneval", "mbpp",
+                                  "acecode", "kodcode"))
     name: str = field_("", "file/hub: value of the `source` column ('' = file stem / dataset)")
     limit: int = field_(0, "file/hub: keep the first `limit` rows (0 = all)", ge=0)
     columns: dict[str, str] = field_(
         default_factory=dict, doc="file/hub: canonical key -> dataset column (prompt, answer, "
-        "tests, fn_name, id, difficulty, solution); defaults in scalerl.tasks.loaders")
+        "tests, fn_name, starter_code, id, difficulty, solution; test programs also "
+        "entry_point, setup, test_info); defaults in scalerl.tasks.loaders")
 
     def validate(self) -> None:
         super().validate()
