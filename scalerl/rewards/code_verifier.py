@@ -165,7 +165,8 @@ def program_verdict(res: RunResult, wall_s: float) -> tuple[bool, str]:
     proof = [line for line in done if line.split(" ")[1:2] == [res.nonce]]
     if proof and len(done) == 1 and lines[-1] == proof[0] and res.returncode == 0:
         n = proof[0].split(" ")[2]
-        return True, f"passed: the test program ran to the end ({n} test functions)"
+        ran = f", then {n} tests" if n != "0" else ""
+        return True, f"passed: the test program ran to the end{ran}"
     failed = next((line[5:] for line in lines if line.startswith("fail ")), None)
     if failed is not None:
         return False, _with_stderr(f"test failed: {failed[:200]}", b"")

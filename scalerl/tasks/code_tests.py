@@ -49,6 +49,10 @@ columns of the test-program datasets (loader formats of `scalerl.tasks.loaders`)
   as upstream);
 - `acecode` (AceCode-87K `test_cases`): a list of assert strings;
 - `kodcode` (KodCode-V1 `test`): pytest code importing from `solution`.
+For mbpp and acecode the entry point is the first function the first assert calls (as
+AceCode's own grader takes it), e.g. `f` in `assert math.isclose(f(1), 2.0)`; for kodcode the
+caller passes the one function of `test_info`, if there is exactly one. The entry point is
+only guarded more strictly (the sandbox also guards it when it is a class).
 
 Deliberately left out: special judges (floating tolerance per problem, multiple valid answers),
 BigCodeBench-style tests that need third-party packages, and non-Python languages.
@@ -57,6 +61,7 @@ BigCodeBench-style tests that need third-party packages, and non-Python language
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import json
 import sys
@@ -68,6 +73,7 @@ __all__ = ["TestSpec", "TestSpecError", "parse_tests", "normalize_tests", "progr
 PROGRAM_STYLES = ("humaneval", "mbpp", "acecode", "kodcode")
 # what test programs may import: the standard library, the solution and the pytest stand-in
 _IMPORTABLE = frozenset(sys.stdlib_module_names) | {"solution", "pytest", "__future__"}
+_BUILTINS = frozenset(dir(builtins))
 
 
 class TestSpecError(ValueError):
@@ -211,6 +217,17 @@ def _calls_check(tree: ast.Module) -> bool:
                for node in tree.body)
 
 
+def _first_called(tree: ast.Module) -> str | None:
+    """The first non-builtin function called by name in the first assert, else None."""
+    first = next((node for node in tree.body if isinstance(node, ast.Assert)), None)
+    if first is None:
+        return None
+    calls = sorted((node for node in ast.walk(first) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name) and node.func.id not in _BUILTINS),
+                   key=lambda node: (node.lineno, node.col_offset))
+    return calls[0].func.id if calls else None
+
+
 def _lines(value: Any, what: str) -> list[str]:
     """A list of code strings (a JSON list or a list / array column), else TestSpecError."""
     if isinstance(value, str):
@@ -257,6 +274,7 @@ def program_tests(style: str, tests: Any, *, setup: Any = "",
         if not asserts:
             raise TestSpecError(f"{style} tests: the list of asserts is empty")
         test = "\n".join(a.rstrip() for a in asserts) + "\n"
+        entry_point = entry_point or _first_called(_compiled("test", test))
     else:  # kodcode
         if not isinstance(tests, str):
             raise TestSpecError(f"kodcode tests must be pytest code (a string), got {tests!r:.60}")

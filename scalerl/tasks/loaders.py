@@ -230,8 +230,9 @@ def _first_solution(value: Any) -> str:
     return "" if _missing(value) else str(value)
 
 
-def _declarations(test_info: Any) -> list[str]:
-    """KodCode `test_info`: the function declarations, from a list (or JSON list) of dicts."""
+def _declarations(test_info: Any, key: str = "function_declaration") -> list[str]:
+    """KodCode `test_info`: the function declarations (or another `key` of its entries), from a
+    list (or JSON list) of dicts."""
     if isinstance(test_info, str):
         try:
             test_info = json.loads(test_info)
@@ -241,8 +242,12 @@ def _declarations(test_info: Any) -> list[str]:
         test_info = test_info.tolist()
     if not isinstance(test_info, list | tuple):
         return []
-    return [str(d["function_declaration"]).strip() for d in test_info
-            if isinstance(d, Mapping) and str(d.get("function_declaration") or "").strip()]
+    return [str(d[key]).strip() for d in test_info
+            if isinstance(d, Mapping) and str(d.get(key) or "").strip()]
+
+
+def _function_names(test_info: Any) -> list[str]:
+    return _declarations(test_info, "function_name")
 
 
 def program_prompt(style: str, text: str, first_test: str = "", test_info: Any = None) -> str:
@@ -267,6 +272,9 @@ def program_prompt(style: str, text: str, first_test: str = "", test_info: Any =
 def _program_example(style: str, values: Mapping[str, Any], prompt: str) -> tuple[str, str, Any]:
     """(prompt, tests JSON, solution) of a test-program row."""
     entry = values.get("entry_point")
+    if style == "kodcode" and _missing(entry):  # the one function to implement, if one
+        names = _function_names(values.get("test_info"))
+        entry = names[0] if len(names) == 1 and names[0].isidentifier() else None
     setup = values.get("setup", prompt if style == "humaneval" else "")
     spec = program_tests(style, values["tests"], setup=setup,
                          entry_point=None if _missing(entry) else str(entry))
