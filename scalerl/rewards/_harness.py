@@ -127,8 +127,9 @@ def _enter_view(cfg):
         if os.path.isdir(new_root + path):
             _mount("tmpfs", new_root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
                    "size=4k,mode=0755")
-    for path, dest in links:
-        if not os.path.lexists(new_root + path):
+    for path, dest in links:  # /lib -> usr/lib, ... where the target is in the view
+        target = os.path.join(os.path.dirname(path), dest)
+        if os.path.exists(new_root + target) and not os.path.lexists(new_root + path):
             os.symlink(dest, new_root + path)
     os.makedirs(new_root + "/dev/shm", 0o755)
     for name in _DEVICES:

@@ -10,16 +10,17 @@ all it uses later; nothing the solution does to shared state (builtins, module a
 the harness's globals) reaches it:
 
 1. snapshot: the modules tests and solutions commonly use are imported (`PRELOAD`), then the
-   builtins are copied and every class that exists is recorded ("known" classes); the
-   runner's functions are rebuilt over private globals, the guard and the audit hook hold
-   what they use in immutable default arguments;
+   builtins are copied, every class that exists is recorded ("known" classes) and so are the
+   special methods of the known classes that can be changed (`collections.Counter`, ...)
+   and every attribute of the test machinery (the pytest stand-in, unittest's TestCase,
+   TestSuite, TestLoader, TestResult); the runner's functions are rebuilt over private
+   globals, the guard and the audit hook hold what they use in immutable default arguments;
 2. an audit hook (`sys.addaudithook`, permanent) closes the routes to the runner's memory
    (the nonce) and to the tests: frames (`sys._getframe` raises ValueError, which the
    standard library's callers expect; traceback, generator and coroutine frames; tracing and
    profiling; `sys._current_frames`), Python signal handlers (they receive the current
-   frame), `gc` object walks, `ctypes`, `/proc/*/mem`, replacing a function's code or
-   defaults, and setting or deleting attributes of known classes (patching
-   `collections.Counter.__eq__` or `unittest.TestCase.assertEqual` is refused);
+   frame), `gc` object walks, `ctypes`, `/proc/*/mem`, and replacing a function's code or
+   defaults;
 3. the setup and the solution run as module `solution` with the real builtins module (a patch
    there reaches only the solution: the tests get the snapshot);
 4. the tests' namespace: the builtins snapshot, the solution's names with every function (and
@@ -34,16 +35,19 @@ the harness's globals) reaches it:
    (parametrize, fixtures, marks of the stand-in), `Test*` classes, `unittest.TestCase`
    classes (through unittest itself). The first failure is written to the result channel as
    `fail LABEL: ExceptionName: message` and the run exits 1;
-6. when every test returned, in the original process (a forked copy never reports), the
-   runner writes `done NONCE N` (N: tests run) and exits 0 at once (`os._exit`: no atexit
-   handler or thread of the solution runs after it).
+6. when every test returned, the runner compares the snapshot of step 1 with the classes and
+   the test machinery as they are now: a change (`collections.Counter.__eq__` or
+   `unittest.TestCase.assertEqual` patched by the solution) fails the run. Otherwise, in the
+   original process (a forked copy never reports), it writes `done NONCE N` (N: tests run)
+   and exits 0 at once (`os._exit`: no atexit handler or thread of the solution runs after).
 
 The parent (scalerl.rewards.code_verifier) passes a run only on that exact line, last, with
 exit code 0: an early exit (os._exit, sys.exit, a signal), a crash, a timeout, or a forged
 or guessed line is a fail with its reason.
 
 Not closed (in-process tests cannot close these): while the tests call it, a solution
-function can patch a module the tests use (`math.isclose`, the pytest stand-in); a thread of
+function can patch a module the tests use (`math.isclose`), or patch a library class and
+restore it before the tests end; a thread of
 the solution can change a returned list after the check; generators and other lazily
 computed values are not checked; objects the tests create from solution classes (other than
 the entry point) are not guarded; test callables passed to the solution expose the test
@@ -72,6 +76,7 @@ _DENIED_EVENTS = frozenset({
     "gc.get_referents", "sys._getframemodulename"})
 _CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _SHIM_CODE = []  # the compiled stand-in, once per process (forked children inherit it)
+_IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
 
 
 def _known_types():
@@ -88,6 +93,33 @@ def _known_types():
                 seen.add(sub)
                 stack.append(sub)
     return frozenset(seen)
+
+
+def _snapshot(known, machinery):
+    """((owner name, mapping, ((name, value), ...)), ...): the special methods of every known
+    class that can be changed, and every attribute of the `machinery` classes and modules."""
+    dict_of = type.__dict__["__dict__"].__get__
+    saved = []
+    for cls in known:
+        if not cls.__flags__ & _IMMUTABLE:
+            attrs = dict_of(cls)
+            saved.append((cls.__qualname__, attrs, tuple(
+                (k, v) for k, v in attrs.items() if type(k) is str and k[:2] == "__")))
+    for owner in machinery:
+        attrs = dict_of(owner) if isinstance(owner, type) else owner.__dict__
+        saved.append((owner.__qualname__ if isinstance(owner, type) else owner.__name__,
+                      attrs, tuple(attrs.items())))
+    return tuple(saved)
+
+
+def _changed(saved):
+    """"Owner.name" of an attribute that differs from the snapshot (`_snapshot`), else None."""
+    missing = object()
+    for owner, attrs, items in saved:
+        for name, value in items:
+            if attrs.get(name, missing) is not value:
+                return f"{owner}.{name}"
+    return None
 
 
 def _check_value(value, _c=None):
@@ -218,6 +250,10 @@ def make_program_runner():
     exec(_SHIM_CODE[0], shim.__dict__)
     result_type = _rebuilt(_unittest_result, {"__builtins__": dict(safe)})(unittest.TestResult)
     known = _known_types()
+    machinery = [shim, *(v for v in vars(shim).values() if isinstance(v, type)),
+                 *unittest.TestCase.__mro__[:-1], unittest.TestSuite, unittest.TestLoader,
+                 *unittest.TestResult.__mro__[:-1]]
+    saved = _snapshot(known, machinery)
     c_level = frozenset({_types.WrapperDescriptorType, _types.MethodWrapperType,
                          _types.MethodDescriptorType, _types.BuiltinFunctionType,
                          _types.ClassMethodDescriptorType, _types.GetSetDescriptorType,
@@ -243,9 +279,10 @@ def make_program_runner():
         _fixture_types=dict(shim.BUILTIN_FIXTURES), _TestCase=unittest.TestCase,
         _Loader=unittest.TestLoader, _Result=result_type,
         _no_signal=_rebuilt(_no_signal_handlers, {"__builtins__": dict(safe)}),
-        _name_of=type.__dict__["__name__"].__get__)
+        _name_of=type.__dict__["__name__"].__get__, _saved=saved)
     for fn in (_run_program, _test_namespace, _wrap, _collect, _function_cases, _call_test,
-               _fixture_value, _class_cases, _unittest_cases, _report, _block_signals):
+               _fixture_value, _class_cases, _unittest_cases, _report, _block_signals,
+               _changed):
         private[fn.__name__] = _rebuilt(fn, private)
     return private["_run_program"]
 
@@ -304,6 +341,11 @@ def _run_program(cfg, nonce, result_fd):
         del setup, code, test
         for label, call in _collect(namespace):  # noqa: F821, B007
             count += call()
+        label = "after the tests"
+        changed = _changed(_saved)  # noqa: F821
+        if changed is not None:
+            raise RuntimeError(f"the solution changed {changed} (a library class or the test "
+                               "machinery) while the tests ran")
         if _getpid() == pid:  # noqa: F821
             _write(result_fd, f"done {nonce} {count}\n".encode())  # noqa: F821
             status = 0

@@ -19,6 +19,7 @@ capture. A test that needs a missing fixture fails with a message naming it.
 
 import contextlib as _contextlib
 import io as _io
+import itertools as _itertools
 import math as _math
 import os as _os
 import re as _re
@@ -196,16 +197,16 @@ class CaptureFixture:
         _sys.stdout, _sys.stderr = self._saved
 
 
+_TMP_COUNT = _itertools.count(1)
+
+
 class TmpPath:
     """`tmp_path`: a fresh directory under the run's working directory."""
-
-    count = 0
 
     def __init__(self):
         import pathlib
 
-        TmpPath.count += 1
-        self.path = pathlib.Path(_os.getcwd(), f"pytest-tmp-{TmpPath.count}")
+        self.path = pathlib.Path(_os.getcwd(), f"pytest-tmp-{next(_TMP_COUNT)}")
         self.path.mkdir()
 
     def value(self):

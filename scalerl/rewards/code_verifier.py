@@ -176,8 +176,10 @@ def program_verdict(res: RunResult, wall_s: float) -> tuple[bool, str]:
         return False, (f"output after the completion report (exit code {res.returncode})"
                        if lines[-1] != proof[0] or len(done) > 1 else
                        f"exit code {res.returncode} after the completion report")
-    return False, _with_stderr(f"exited before the tests finished (exit code "
-                               f"{res.returncode})", res.stderr)
+    how = (f"killed by signal {-res.returncode} (a resource limit or the program itself)"
+           if res.returncode is not None and res.returncode < 0 else
+           f"exit code {res.returncode}")
+    return False, _with_stderr(f"exited before the tests finished ({how})", res.stderr)
 
 
 def _check_program(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:

@@ -139,6 +139,13 @@ _warned: list[bool] = []
 _isolation: list[str] = []
 
 
+def _warn_if_not_root() -> None:
+    """`NOT_ROOT_WARNING`, once per process, when runs cannot be isolated."""
+    if os.geteuid() != 0 and not _warned:
+        _warned.append(True)
+        warnings.warn(NOT_ROOT_WARNING, RuntimeWarning, stacklevel=3)
+
+
 def isolation() -> str:
     """The isolation in effect: 'uid+namespaces+view' (root: own uid, network and mount
     namespaces, the minimal filesystem view), 'uid+namespaces' (root, but the view could not
@@ -343,9 +350,7 @@ def run_python(code: str, *, mode: str = "script", stdin: bytes = b"",
     if mode == "program" and (not program or not program.get("test")):
         raise ValueError("mode 'program' needs program={'test': ..., 'setup': ..., "
                          "'entry_point': ...}")
-    if os.geteuid() != 0 and not _warned:
-        _warned.append(True)
-        warnings.warn(NOT_ROOT_WARNING, RuntimeWarning, stacklevel=2)
+    _warn_if_not_root()
     fsize = limits.fsize_mb << 20
     nonce = secrets.token_hex(16) if mode == "program" else ""
     with _UidSlot() as slot, tempfile.TemporaryDirectory(
