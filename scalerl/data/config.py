@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from scalerl.config import Config, ConfigError, field_
+from scalerl.tasks.loaders import FORMATS
 
 __all__ = ["SourceConfig", "FilterConfig", "DataConfig"]
 
@@ -45,9 +46,7 @@ class SourceConfig(Config):
     format: str = field_("", "file/hub: upstream dataset format setting the default columns "
                          "(polaris, deepcoder, taco, apps; test programs: humaneval, mbpp, "
                          "acecode, kodcode; see scalerl.tasks.loaders.FORMATS); "
-                         "'' = the generic defaults",
-                         choices=("", "polaris", "deepcoder", "taco", "apps", "humaneval", "mbpp",
-                                  "acecode", "kodcode"))
+                         "'' = the generic defaults", choices=("", *FORMATS))
     name: str = field_("", "file/hub: value of the `source` column ('' = file stem / dataset)")
     limit: int = field_(0, "file/hub: keep the first `limit` rows (0 = all)", ge=0)
     columns: dict[str, str] = field_(
@@ -62,8 +61,6 @@ class SourceConfig(Config):
         if self.kind == "hub" and not self.dataset:
             raise ConfigError("dataset is required for kind: hub (a Hugging Face dataset id)")
         if self.format:
-            from scalerl.tasks.loaders import FORMATS
-
             if FORMATS[self.format][0] != self.task:
                 raise ConfigError(f"format: {self.format} is a {FORMATS[self.format][0]} "
                                   f"dataset; set task: {FORMATS[self.format][0]}")

@@ -1,6 +1,6 @@
 """Program tests in the sandbox harness: run the solution, then its test program, and prove
-that every test ran to its end (scalerl.rewards.sandbox; docs/design.md, "Code tasks graded
-by test programs").
+that every test ran to its end (scalerl.rewards.sandbox;
+docs/design.md, "Code tasks graded by test programs").
 
 This source is put before `_harness.py`'s in the one `python -I -S -c` program (standard
 library only; `_PYTEST_SHIM`, the source of `_pytest_shim.py`, is defined before it). The

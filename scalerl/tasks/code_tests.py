@@ -15,7 +15,7 @@ Canonical (the `tests` column of prompts.parquet, a JSON string), one of:
   names, `candidate` (the entry point) and a module `solution` (`from solution import f`),
   then every pytest-style `test*` function, `Test*` class and `unittest.TestCase` it defines.
   Pass = every test ran to the end inside the limits; the harness proves it
-  (`scalerl.rewards.sandbox`, docs/design.md "Code tasks graded by test programs"). The test
+  (`scalerl.rewards.sandbox`; docs/design.md, "Code tasks graded by test programs"). The test
   and setup code may import the standard library, `solution` and `pytest` (a minimal stand-in:
   `raises`, `approx`, `mark.parametrize`, `fixture`, `capsys`, `tmp_path`, `monkeypatch`); a
   third-party import (numpy, ...) is a `TestSpecError` here, since the sandbox has only the
