@@ -9,9 +9,9 @@ Two ways to start it:
   channel never reaches untrusted code), starts its own session, takes the descriptors as
   0/1/2, changes to the run's directory and environment, then does exactly what a one-run
   harness does. Forking skips the interpreter start-up (~15 ms of a ~30 ms run). The server never
-  reads a config itself, so its memory holds no program, input or expected output. It imports
-  the modules program tests use (`PRELOAD` of `_program_tests.py`, which precedes this source)
-  once, so its children start with them.
+  reads a config itself, so its memory holds no program, input or expected output. It makes
+  the program-test runner once (`make_program_runner` of `_program_tests.py`, which precedes
+  this source: the modules tests use, the snapshots), so its children start with it.
 
 A run reads its marshal-encoded config from CONFIG_FD (an unnamed file the parent wrote; closed
 before the untrusted code runs), then, in this order:
@@ -200,7 +200,7 @@ def run(config_fd, result_fd):
     nonce = cfg.pop("nonce", None)
     _confine(cfg)
     if cfg["mode"] == "program":
-        make_program_runner()(cfg, nonce, result_fd)  # noqa: F821 - _program_tests.py; exits
+        take_program_runner()(cfg, nonce, result_fd)  # noqa: F821 - _program_tests.py; exits
     code = compile(cfg["code"], "solution.py", "exec")
     write, encode = os.write, _encode  # bound before untrusted code runs
     if cfg["mode"] == "script":
@@ -272,8 +272,7 @@ def serve(sock_fd):
         import ctypes
 
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    for name in PRELOAD:  # noqa: F821 - _program_tests.py: imported once, not per child
-        __import__(name)
+    make_program_runner()  # noqa: F821 - _program_tests.py: its imports and snapshot, once
     sock = socket.socket(fileno=sock_fd)
     while True:
         try:

@@ -76,6 +76,7 @@ _DENIED_EVENTS = frozenset({
     "gc.get_referents", "sys._getframemodulename"})
 _CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _SHIM_CODE = []  # the compiled stand-in, once per process (forked children inherit it)
+_RUNNER = []  # the runner, made once per process: the fork server makes it before any fork
 _IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
 
 
@@ -234,7 +235,13 @@ def _rebuilt(fn, globals_, defaults=None):
 
 
 def make_program_runner():
-    """The runner (`_run_program`), with everything it uses bound now (module docstring)."""
+    """The runner (`_run_program`), with everything it uses bound now (module docstring).
+
+    Made once per process: the fork server makes it at start, so each forked child gets its
+    own copy of the snapshot and the stand-in (~5 ms each to make) without paying for them.
+    """
+    if _RUNNER:
+        return _RUNNER[0]
     import collections
     import os
     import unittest
@@ -284,7 +291,16 @@ def make_program_runner():
                _fixture_value, _class_cases, _unittest_cases, _report, _block_signals,
                _changed):
         private[fn.__name__] = _rebuilt(fn, private)
-    return private["_run_program"]
+    _RUNNER.append(private["_run_program"])
+    return _RUNNER[0]
+
+
+def take_program_runner():
+    """The runner, no longer kept in `_RUNNER` (a module global the program could reach: its
+    private globals must stay out of reach); for the one run of this process."""
+    runner = make_program_runner()
+    _RUNNER.clear()
+    return runner
 
 
 def _unittest_result(base):

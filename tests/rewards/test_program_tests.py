@@ -239,8 +239,9 @@ def test_unittest_style_tests():
 
 
 def test_limits_hold_for_test_programs():
-    ok, detail = graded("while True:\n    pass\n" + GOOD)  # CPU limit (3 s) before the wall
-    assert not ok and "killed by signal 9" in detail, detail
+    ok, detail = graded("while True:\n    pass\n" + GOOD)  # the CPU limit or the wall clock,
+    assert not ok and ("killed by signal 9" in detail or detail.startswith("timeout")), detail
+    # whichever comes first on a loaded machine
     ok, detail = graded("import time\ntime.sleep(60)\n" + GOOD)
     assert not ok and detail.startswith("timeout"), detail
     ok, detail = graded("x = bytearray(4 << 30)\n" + GOOD)
@@ -334,3 +335,16 @@ def test_not_running_as_root_says_what_it_cannot_hide(monkeypatch):
     with pytest.warns(RuntimeWarning, match="not running as root.*prompts.parquet"):
         sandbox._warn_if_not_root()
     assert isolation() == "rlimits-only"
+
+
+def test_the_runner_is_out_of_the_programs_reach():
+    """The harness's module globals hold no reference to the runner (whose private globals
+    bind what it calls after the solution): replacing its test collection is impossible."""
+    probe = ("import sys\nmain = sys.modules['__main__']\n"
+             "for r in list(vars(main).get('_RUNNER', [])):\n"
+             "    r.__globals__['_collect'] = lambda namespace: []\n"
+             "    r.__globals__['_changed'] = lambda saved: None\n")
+    tests = json.dumps({"type": "program", "test": "from solution import f\n\n"
+                                                   "def test_f():\n    assert f() == 1\n"})
+    ok, detail = graded(probe + "def f():\n    return 0\n", tests)
+    assert not ok and detail.startswith("test failed: test_f: AssertionError"), detail
