@@ -51,8 +51,9 @@ columns of the test-program datasets (loader formats of `scalerl.tasks.loaders`)
 - `kodcode` (KodCode-V1 `test`): pytest code importing from `solution`.
 For mbpp and acecode the entry point is the first function the first assert calls (as
 AceCode's own grader takes it), e.g. `f` in `assert math.isclose(f(1), 2.0)`; for kodcode the
-caller passes the one function of `test_info`, if there is exactly one. The entry point is
-only guarded more strictly (the sandbox also guards it when it is a class).
+loader passes the function of `test_info` when it lists exactly one plain function (a `def`
+that is not a method). The entry point is only guarded more strictly (the sandbox also guards
+it when the solution makes it a class).
 
 Deliberately left out: special judges (floating tolerance per problem, multiple valid answers),
 BigCodeBench-style tests that need third-party packages, and non-Python languages.

@@ -272,9 +272,12 @@ def program_prompt(style: str, text: str, first_test: str = "", test_info: Any =
 def _program_example(style: str, values: Mapping[str, Any], prompt: str) -> tuple[str, str, Any]:
     """(prompt, tests JSON, solution) of a test-program row."""
     entry = values.get("entry_point")
-    if style == "kodcode" and _missing(entry):  # the one function to implement, if one
+    if style == "kodcode" and _missing(entry):  # the one plain function to implement, if one
         names = _function_names(values.get("test_info"))
-        entry = names[0] if len(names) == 1 and names[0].isidentifier() else None
+        decls = _declarations(values.get("test_info"))
+        plain = (len(names) == 1 == len(decls) and names[0].isidentifier()
+                 and decls[0].startswith(f"def {names[0]}(") and "(self" not in decls[0])
+        entry = names[0] if plain else None
     setup = values.get("setup", prompt if style == "humaneval" else "")
     spec = program_tests(style, values["tests"], setup=setup,
                          entry_point=None if _missing(entry) else str(entry))
