@@ -66,6 +66,7 @@ ALLOWED_SPECIAL = frozenset({
     "__init__", "__new__", "__init_subclass__", "__class_getitem__", "__set_name__",
     "__post_init__", "__del__", "__getstate__", "__setstate__", "__reduce__", "__reduce_ex__",
     "__copy__", "__deepcopy__", "__sizeof__", "__dir__", "__repr__", "__hash__", "__module__",
+    "__getnewargs__", "__getnewargs_ex__",
     "__qualname__", "__doc__", "__slots__", "__annotations__", "__match_args__",
     "__dataclass_fields__", "__dataclass_params__", "__firstlineno__", "__static_attributes__",
     "__orig_bases__", "__parameters__", "__abstractmethods__", "__classcell__"})
@@ -145,10 +146,10 @@ def _check_value(value, _c=None):
                 seen[id_(v)] = v
                 stack.extend((*dict_keys(v), *dict_values(v)) if t is dict_ else v)
             continue
-        if t in known:  # a library class (its attributes cannot be changed now)
-            if id_(v) in seen:
-                continue
-            seen[id_(v)] = v
+        if id_(v) in seen:
+            continue
+        seen[id_(v)] = v
+        if t in known:  # a library class (a change to it fails the run: `_changed`)
             for base in sequences:
                 if issubclass_(t, base):
                     stack.extend(base.__iter__(v))
@@ -156,28 +157,26 @@ def _check_value(value, _c=None):
                 stack.extend((*dict_keys(v), *dict_values(v)))
             elif issubclass_(t, deque):
                 stack.extend(deque.__iter__(v))
+        else:  # a class made after the snapshot: by the solution, or a module it imported
+            for cls in mro_of(t):
+                if cls in known:
+                    continue
+                for name, attr in mapping_items(dict_of(cls)):
+                    kind = type_(attr)
+                    if kind is member:  # a __slots__ value
+                        try:
+                            stack.append(attr.__get__(v, cls))
+                        except attribute_error:
+                            pass
+                    elif (type_(name) is str_ and name[:2] == "__" and name not in allowed
+                          and kind not in c_level and attr is not None):
+                        return f"a {type_name(t)} object, whose class defines {name}"
+        try:  # instance attributes (types.SimpleNamespace, plain objects)
+            attrs = obj_getattr(v, "__dict__")
+        except attribute_error:
             continue
-        for cls in mro_of(t):  # a class made after the snapshot: by the solution, or a
-            if cls in known:  # module it imported
-                continue
-            for name, attr in mapping_items(dict_of(cls)):
-                kind = type_(attr)
-                if kind is member:  # a __slots__ value
-                    try:
-                        stack.append(attr.__get__(v, cls))
-                    except attribute_error:
-                        pass
-                elif (type_(name) is str_ and name[:2] == "__" and name not in allowed
-                      and kind not in c_level and attr is not None):
-                    return f"a {type_name(t)} object, whose class defines {name}"
-        if id_(v) not in seen:
-            seen[id_(v)] = v
-            try:
-                attrs = obj_getattr(v, "__dict__")
-            except attribute_error:
-                continue
-            if type_(attrs) is dict_:
-                stack.extend(dict_values(attrs))
+        if type_(attrs) is dict_:
+            stack.extend(dict_values(attrs))
     return None
 
 

@@ -142,10 +142,41 @@ ALWAYS_EQUAL = "class A:\n    def __eq__(self, other):\n        return True\n"
     # an object that hides the always-equal value in an attribute or a slot
     ALWAYS_EQUAL + "class Box:\n    __slots__ = ('v',)\n    def __init__(self):\n"
     "        self.v = A()\ndef add(a, b):\n    return [Box()]\n",
+    ALWAYS_EQUAL + "import types\ndef add(a, b):\n    return types.SimpleNamespace(v=A())\n",
 ])
 def test_objects_that_claim_equality_are_refused(code):
     ok, detail = graded(code)
     assert not ok and "TypeError: the solution returned or left" in detail, detail
+
+
+def test_arguments_changed_in_place_are_checked():
+    tests = json.dumps({"type": "program", "entry_point": "fill",
+                        "test": "xs = [0, 0]\ncandidate(xs)\nassert xs == [1, 2]\n"})
+    ok, detail = graded(ALWAYS_EQUAL + "def fill(xs):\n    xs[:] = [A(), A()]\n", tests)
+    assert not ok and "TypeError: the solution returned or left" in detail, detail
+    assert graded("def fill(xs):\n    xs[:] = [1, 2]\n", tests)[0]
+
+
+def test_honest_results_of_many_kinds_pass():
+    """Plain data, library objects and the solution's own simple classes are not refused."""
+    solution = ("import collections, fractions, decimal, datetime\n"
+                "class Node:\n    def __init__(self, v):\n        self.v, self.next = v, None\n"
+                "    def __repr__(self):\n        return f'Node({self.v})'\n"
+                "Point = collections.namedtuple('Point', 'x y')\n"
+                "def f(kind):\n    return {'node': Node(3), 'point': Point(1, 2),\n"
+                "            'counter': collections.Counter('aab'),\n"
+                "            'frac': fractions.Fraction(1, 3), 'dec': decimal.Decimal('1.5'),\n"
+                "            'date': datetime.date(2024, 1, 2), 'deque': collections.deque([1]),\n"
+                "            'set': {(1, 2)}, 'gen': (i for i in range(2))}[kind]\n")
+    test = ("assert f('node').v == 3 and f('node').next is None\n"
+            "assert f('point') == (1, 2) and f('point').x == 1\n"
+            "assert f('counter') == {'a': 2, 'b': 1}\n"
+            "from fractions import Fraction\nassert f('frac') == Fraction(1, 3)\n"
+            "assert str(f('dec')) == '1.5'\nassert f('date').year == 2024\n"
+            "assert list(f('deque')) == [1] and f('set') == {(1, 2)}\n"
+            "assert list(f('gen')) == [0, 1]\n")
+    verdict = graded(solution, json.dumps({"type": "program", "test": test}))
+    assert verdict == (True, "passed: the test program ran to the end"), verdict
 
 
 def test_patching_library_classes_is_refused():
