@@ -305,6 +305,12 @@ needs_view = pytest.mark.skipif(not VIEW, reason="the filesystem view needs root
                                 "CAP_SYS_ADMIN (mount namespaces)")
 
 
+@pytest.mark.skipif(not os.environ.get("SCALERL_REQUIRE_SANDBOX_VIEW"),
+                    reason="set by .ci/run as root, where the view's tests must not skip")
+def test_the_filesystem_view_is_in_effect_where_required():
+    assert isolation() == "uid+namespaces+view"
+
+
 @needs_view
 def test_a_world_readable_results_dir_outside_the_project_is_not_there(server, tmp_path):
     """The issue's probe: a results directory on scratch storage, world-readable, outside
