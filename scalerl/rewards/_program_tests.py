@@ -11,8 +11,9 @@ the harness's globals) reaches it:
 
 1. snapshot: the modules tests and solutions commonly use are imported (`PRELOAD`), then the
    builtins are copied, every class that exists is recorded ("known" classes) and so are the
-   special methods of the known classes that can be changed (`collections.Counter`, ...)
-   and every attribute of the test machinery (the pytest stand-in, unittest's TestCase,
+   special methods of the known classes that can be changed in the modules tests rely on
+   (`WATCHED_MODULES`: `collections.Counter`, `fractions.Fraction`, ...) and every
+   attribute of the test machinery (the pytest stand-in, unittest's TestCase,
    TestSuite, TestLoader, TestResult); the runner's functions are rebuilt over private
    globals, the guard and the audit hook hold what they use in immutable default arguments;
 2. an audit hook (`sys.addaudithook`, permanent) closes the routes to the runner's memory
@@ -46,8 +47,8 @@ exit code 0: an early exit (os._exit, sys.exit, a signal), a crash, a timeout, o
 or guessed line is a fail with its reason.
 
 Not closed (in-process tests cannot close these): while the tests call it, a solution
-function can patch a module the tests use (`math.isclose`), or patch a library class and
-restore it before the tests end; a thread of
+function can patch a module the tests use (`math.isclose`), patch a library class outside
+`WATCHED_MODULES`, or patch one and restore it before the tests end; a thread of
 the solution can change a returned list after the check; generators and other lazily
 computed values are not checked; objects the tests create from solution classes (other than
 the entry point) are not guarded; test callables passed to the solution expose the test
@@ -79,6 +80,12 @@ _CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _SHIM_CODE = []  # the compiled stand-in, once per process (forked children inherit it)
 _RUNNER = []  # the runner, made once per process: the fork server makes it before any fork
 _IMMUTABLE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+# modules whose classes tests compare and use; their special methods are snapshotted (all
+# ~500 changeable classes would cost ~10 ms a run: each read copies a page after the fork)
+WATCHED_MODULES = frozenset({
+    "abc", "collections", "collections.abc", "_collections_abc", "numbers", "fractions",
+    "decimal", "_pydecimal", "datetime", "enum", "functools", "pathlib", "io", "re", "string",
+    "typing", "copy", "operator", "types", "contextlib", "dataclasses"})
 
 
 def _known_types():
@@ -99,11 +106,12 @@ def _known_types():
 
 def _snapshot(known, machinery):
     """((owner name, mapping, ((name, value), ...)), ...): the special methods of every known
-    class that can be changed, and every attribute of the `machinery` classes and modules."""
+    class of `WATCHED_MODULES` that can be changed, and every attribute of the `machinery`
+    classes and modules."""
     dict_of = type.__dict__["__dict__"].__get__
     saved = []
     for cls in known:
-        if not cls.__flags__ & _IMMUTABLE:
+        if not cls.__flags__ & _IMMUTABLE and cls.__module__ in WATCHED_MODULES:
             attrs = dict_of(cls)
             saved.append((cls.__qualname__, attrs, tuple(
                 (k, v) for k, v in attrs.items() if type(k) is str and k[:2] == "__")))
