@@ -205,8 +205,9 @@ SECRET = "71523"  # appears only in the test code
     "import ctypes\nfound = str(ctypes.string_at(id(1), 8))\n",
     "found = open('/proc/self/mem', 'rb').read(1)\n",
     # the disk: the test is never written to a file, the config descriptor is closed
-    "import os\nfound = ''\nfor root, dirs, files in os.walk('/'):\n"
-    "    dirs[:] = [d for d in dirs if root + d not in ('/proc', '/sys', '/usr', '/dev')]\n"
+    "import os, sys\nfound = ''\nskip = ('/proc', '/sys', '/usr', '/dev', sys.base_prefix)\n"
+    "for root, dirs, files in os.walk('/'):\n"
+    "    dirs[:] = [d for d in dirs if not os.path.join(root, d).startswith(skip)]\n"
     "    for f in files:\n        try:\n"
     "            found += open(os.path.join(root, f), 'rb').read(1 << 16).decode('latin1')\n"
     "        except OSError:\n            pass\n",
