@@ -23,7 +23,9 @@ the harness's globals) reaches it:
    frame), `gc` object walks, `ctypes`, `/proc/*/mem`, and replacing a function's code or
    defaults;
 3. the setup and the solution run as module `solution` with the real builtins module (a patch
-   there reaches only the solution: the tests get the snapshot);
+   there reaches only the solution: the tests get the snapshot); then `sys.modules` is put
+   back as it was: a module the solution put there (a fake `math` or `random`) is gone, and
+   a module name in the solution's namespace gives the tests the real module;
 4. the tests' namespace: the builtins snapshot, the solution's names with every function (and
    callable object, and for the entry point also a class) replaced by a guard, `candidate`
    (the guarded entry point), and in `sys.modules` a module `solution` of the guarded names
@@ -293,10 +295,12 @@ def make_program_runner():
         _fixture_types=dict(shim.BUILTIN_FIXTURES), _TestCase=unittest.TestCase,
         _Loader=unittest.TestLoader, _Result=result_type,
         _no_signal=_rebuilt(_no_signal_handlers, {"__builtins__": dict(safe)}),
-        _name_of=type.__dict__["__name__"].__get__, _saved=saved)
+        _name_of=type.__dict__["__name__"].__get__, _saved=saved,
+        _saved_modules=tuple(_sys.modules.items()),
+        _module_dict=_types.ModuleType.__dict__["__dict__"].__get__)
     for fn in (_run_program, _test_namespace, _wrap, _collect, _function_cases, _call_test,
                _fixture_value, _class_cases, _unittest_cases, _report, _block_signals,
-               _changed):
+               _changed, _restore_modules):
         private[fn.__name__] = _rebuilt(fn, private)
     _RUNNER.append(private["_run_program"])
     return _RUNNER[0]
@@ -359,6 +363,7 @@ def _run_program(cfg, nonce, result_fd):
         label = "solution"
         exec(compile(code, "solution.py", "exec", 0, True, 0), module.__dict__)
         label = "test program"
+        _restore_modules()  # noqa: F821
         namespace = _test_namespace(module.__dict__, entry_point)  # noqa: F821
         exec(compile(test, "<tests>", "exec", 0, True, 0), namespace)
         del setup, code, test
@@ -391,6 +396,14 @@ def _report(result_fd, label, err):
         pass
 
 
+def _restore_modules():
+    """`sys.modules` as it was before the solution ran (module docstring, step 3)."""
+    saved = dict(_saved_modules)  # noqa: F821
+    for name in [n for n in _modules if n not in saved]:  # noqa: F821
+        del _modules[name]  # noqa: F821
+    _modules.update(saved)  # noqa: F821
+
+
 def _block_signals():
     """Python signal handlers receive the current frame: replace the functions that set them."""
     for name in ("_signal", "signal"):
@@ -402,7 +415,9 @@ def _block_signals():
 def _wrap(value, strict):
     """What the tests see of a solution name (module docstring, step 4); None to leave out."""
     kind = type(value)
-    if issubclass(kind, _ModuleType) or (issubclass(kind, type) and not strict):  # noqa: F821
+    if issubclass(kind, _ModuleType):  # noqa: F821 - the real module of that name, if any
+        return dict(_saved_modules).get(_module_dict(value).get("__name__"), value)  # noqa: F821
+    if issubclass(kind, type) and not strict:
         return value
     if callable(value):
         return _MethodType(_guard, (value, _check, TypeError))  # noqa: F821

@@ -179,6 +179,19 @@ def test_honest_results_of_many_kinds_pass():
     assert verdict == (True, "passed: the test program ran to the end"), verdict
 
 
+def test_fake_modules_do_not_reach_the_tests():
+    # the setup imports math, the solution rebinds the name and sys.modules to a fake
+    fake = ("import sys, types\nmath = types.ModuleType('math')\n"
+            "math.isclose = lambda *a, **k: True\nsys.modules['math'] = math\n"
+            "sys.modules['random'] = math\n")
+    ok, detail = graded(fake + WRONG_AREA, MBPP)
+    assert not ok and detail.startswith("test failed: test program: AssertionError"), detail
+    tests = json.dumps({"type": "program", "test": "import random\nassert random.random() < 1\n"
+                                                   "assert f() == 2\n"})
+    ok, detail = graded(fake + "def f():\n    return 1\n", tests)
+    assert not ok and "AssertionError" in detail, detail
+
+
 def test_patching_library_classes_is_refused():
     patch = ("import collections\ncollections.Counter.__eq__ = lambda s, o: True\n"
              "def word_count(s):\n    return collections.Counter()\n")
