@@ -207,17 +207,15 @@ def _guard_call(target, *args, **kwargs):
 
 def _audit(event, args, _c=None):
     """The permanent audit hook (module docstring, step 2); uses only `_c`, no globals."""
-    (frame_attrs, denied, code_attrs, known, type_, type_type, isinstance_, str_, bytes_,
-     value_error, runtime_error, attribute_error, permission_error) = _c
+    (frame_attrs, denied, code_attrs, type_, str_, bytes_, value_error, runtime_error,
+     attribute_error, permission_error) = _c
     if event == "object.__getattr__":
         if args[1] in frame_attrs:
             raise attribute_error(f"{args[1]} is not accessible in program tests")
         return
     if event == "object.__setattr__" or event == "object.__delattr__":
-        target, name = args[0], args[1]
-        if name in code_attrs or (isinstance_(target, type_type) and target in known):
-            raise permission_error(f"program tests cannot change {name} of a library class "
-                                   "or any function's code")
+        if args[1] in code_attrs:  # (class attributes raise no audit event: see `_changed`)
+            raise permission_error(f"program tests cannot change a function's {args[1]}")
         return
     if event == "sys._getframe":
         raise value_error("the call stack is not accessible in program tests")
@@ -261,7 +259,7 @@ def make_program_runner():
         _SHIM_CODE.append(compile(_PYTEST_SHIM, "pytest", "exec", dont_inherit=True))  # noqa: F821
     bare = {"__builtins__": {}}
     safe = dict(vars(_builtins))
-    shim = _types.ModuleType("pytest")  # made now, so its classes are known (unchangeable)
+    shim = _types.ModuleType("pytest")  # made now: its classes are known and snapshotted
     shim.__dict__["__builtins__"] = dict(safe)
     exec(_SHIM_CODE[0], shim.__dict__)
     result_type = _rebuilt(_unittest_result, {"__builtins__": dict(safe)})(unittest.TestResult)
@@ -284,8 +282,8 @@ def make_program_runner():
         type(type.__dict__).items, type.__dict__["__qualname__"].__get__, collections.deque,
         1_000_000),))
     audit = _rebuilt(_audit, bare, ((
-        _FRAME_ATTRS, _DENIED_EVENTS, _CODE_ATTRS, known, type, type, isinstance, str, bytes,
-        ValueError, RuntimeError, AttributeError, PermissionError),))
+        _FRAME_ATTRS, _DENIED_EVENTS, _CODE_ATTRS, type, str, bytes, ValueError, RuntimeError,
+        AttributeError, PermissionError),))
     private = {"__builtins__": safe}
     private.update(
         _write=os.write, _exit=os._exit, _getpid=os.getpid, _addaudithook=_sys.addaudithook,

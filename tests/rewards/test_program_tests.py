@@ -399,3 +399,15 @@ def test_the_runner_is_out_of_the_programs_reach():
                                                    "def test_f():\n    assert f() == 1\n"})
     ok, detail = graded(probe + "def f():\n    return 0\n", tests)
     assert not ok and detail.startswith("test failed: test_f: AssertionError"), detail
+
+
+def test_the_guard_cannot_be_replaced():
+    """A solution that reaches its own guard (through the tests' `solution` module) cannot
+    swap the function it checks with, nor its code or defaults."""
+    probe = ("import sys\ndef f():\n    guarded = sys.modules['solution'].f\n"
+             "    check = guarded.__self__[1]\n"
+             "    check.__defaults__ = ((None,) * 21,)\n    return A()\n")
+    tests = json.dumps({"type": "program", "test": "from solution import f\nassert f() == 1\n"})
+    ok, detail = graded(ALWAYS_EQUAL + probe, tests)
+    assert not ok and "PermissionError: program tests cannot change a function's __defaults__" \
+        in detail, detail
