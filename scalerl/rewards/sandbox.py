@@ -65,7 +65,8 @@ __all__ = ["SandboxLimits", "RunResult", "run_python", "isolation", "VIEW_PATHS"
            "NOT_ROOT_WARNING"]
 
 _HERE = Path(__file__).parent
-# one `python -I -S -c` program: the pytest stand-in's source, the program-test runner, the harness
+# one `python -I -S -c` program: the pytest stand-in's source, the program-test runner, the
+# harness (~52 KB; one argument may hold 128 KiB on Linux, MAX_ARG_STRLEN)
 _HARNESS = "\n".join([f"_PYTEST_SHIM = {(_HERE / '_pytest_shim.py').read_text()!r}",
                        (_HERE / "_program_tests.py").read_text(),
                        (_HERE / "_harness.py").read_text()])

@@ -34,7 +34,9 @@ in `LoadResult.skipped`.
     `test_setup_code`, `challenge_test_list`): the prompt is the text plus the first assert
     (`MBPP_EXAMPLE`); the sanitized config maps `{prompt: prompt, setup: test_imports}`;
   - `acecode` (TIGER-Lab/AceCode-87K: `id`, `source`, `question`, `test_cases` (assert
-    strings), `inferences`, `context_messages`): the question as is;
+    strings), `inferences` (model completions with their pass rates), `context_messages`):
+    the question as is; the reference solution is the first inference that passed every test
+    (`pass_rate` 1.0), if any;
   - `kodcode` (KodCode/KodCode-V1: `question_id`, `question`, `solution`, `test` (pytest code
     importing from `solution`), `test_info` (function declarations), `gpt_difficulty`
     "easy" / "medium" / "hard" -> 1..3): the question, then the declarations to implement
@@ -89,7 +91,8 @@ FORMATS: dict[str, tuple[str, dict[str, str]]] = {
                            "solution": "canonical_solution", "id": "task_id"}),
     "mbpp": ("code", {"prompt": "text", "tests": "test_list", "setup": "test_setup_code",
                       "solution": "code", "id": "task_id"}),
-    "acecode": ("code", {"prompt": "question", "tests": "test_cases", "id": "id"}),
+    "acecode": ("code", {"prompt": "question", "tests": "test_cases", "id": "id",
+                         "solution": "inferences"}),
     "kodcode": ("code", {"prompt": "question", "tests": "test", "test_info": "test_info",
                          "solution": "solution", "id": "question_id",
                          "difficulty": "gpt_difficulty"}),
@@ -284,6 +287,10 @@ def _program_example(style: str, values: Mapping[str, Any], prompt: str) -> tupl
     solution = values.get("solution")
     if style == "humaneval" and not _missing(solution):  # canonical_solution is the body only
         solution = prompt + str(solution)
+    if style == "acecode":  # the first inference that passed every test
+        inferences = solution.tolist() if hasattr(solution, "tolist") else solution
+        solution = next((str(i.get("completion", "")) for i in inferences or ()
+                         if isinstance(i, Mapping) and i.get("pass_rate") == 1.0), "")
     text = program_prompt(style, prompt, spec.test.split("\n", 1)[0], values.get("test_info"))
     return text, spec.to_json(), solution
 

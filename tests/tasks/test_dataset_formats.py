@@ -196,6 +196,7 @@ def test_test_program_formats_from_their_fixtures():
     assert [e.difficulty for e in kod] == [1, 2, 3]  # gpt_difficulty easy / medium / hard
     ace = load_file(FIX / "acecode.jsonl", task="code", format="acecode").examples
     assert ace[0].prompt.startswith("You are tasked with") and ace[0].solution == ""
+    assert ace[1].solution.startswith("Here is a solution:")  # the inference with pass_rate 1
 
 
 def test_test_program_rows_from_parquet_list_columns(tmp_path):
