@@ -112,17 +112,25 @@ def test_a_child_that_outlives_the_parent_cannot_report():
     # original process may report, and the copy is killed with the run
     ok, detail = graded("import os\nif os.fork() != 0:\n    os._exit(0)\n" + GOOD)
     assert not ok and detail.startswith("exited before the tests finished"), detail
-    # a detached child that tries to forge the report after the parent is gone
-    late = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(0.5)\n"
+    # a detached child that tries to forge the report after the parent is gone; it prints
+    # its pid first, so we can see that it did not outlive the run
+    late = ("import os, time\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n"
+            "    print(os.getpid(), flush=True)\n    os.write(w, b'x')\n    time.sleep(0.5)\n"
             "    for fd in range(3, 64):\n        try:\n"
             "            os.write(fd, b'done ' + b'0' * 32 + b' 1\\n')\n"
-            "        except OSError:\n            pass\n    os._exit(0)\n")
-    ok, detail = graded(late + WRONG)
+            "        except OSError:\n            pass\n    os._exit(0)\n"
+            "os.read(r, 1)  # the parent goes on once its child is detached\n")
+    spec = json.loads(HUMANEVAL)
+    res = run_python(late + WRONG, mode="program", limits=LIMITS, program=spec)
+    ok, detail = program_verdict(res, LIMITS.wall_s)
     assert not ok, detail
-    if ROOT:  # every process of the sandbox uid is gone after the run
-        from tests.rewards.test_sandbox_adversarial import sandbox_processes
-
-        assert sandbox_processes() == []
+    pid = int(res.stdout.split()[0])
+    if ROOT:  # killed with the run's uid (its /proc entry is gone, or a zombie not yet reaped)
+        try:
+            state = open(f"/proc/{pid}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
+        except FileNotFoundError:
+            state = b"gone"
+        assert state in (b"gone", b"Z", b"X"), state
 
 
 ALWAYS_EQUAL = "class A:\n    def __eq__(self, other):\n        return True\n"
