@@ -4,19 +4,26 @@
 
 Prints one line per measurement (items/s and ms per item). The math-verify and sandbox figures
 exclude worker start-up (one warm-up batch first); every measured pair is distinct, so the
-verdict cache does not help. Run on an otherwise idle machine.
+verdict cache does not help. Section 4 grades the same synthetic tasks with each test type
+(function calls, stdin/stdout, a test program of asserts, and a pytest-style test file) with
+the fork server on: programs/s at 1 and `--workers` concurrent graders, and the p50 / p99
+latency of one program's grading (sequential). Run on an otherwise idle machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from scalerl.rewards import MathVerifierPool, isolation, sandbox, score_many  # noqa: E402
+from scalerl.rewards import MathVerifierPool, check_code, isolation, sandbox, score_many  # noqa: E402
+from scalerl.rewards.extract import extract_code  # noqa: E402
 from scalerl.rewards.math_verifier import check_math_many  # noqa: E402
 from scalerl.tasks import generate_code, generate_math  # noqa: E402
 
@@ -74,6 +81,45 @@ def main() -> None:
                     time.perf_counter() - t0)
             assert all(s.correct for s in cs)
     sandbox._zygotes_usable = usable
+
+    # 4. the test types side by side (fork server on): each task's 5 cases as function calls,
+    # as stdin/stdout (5 children), as one test program of asserts, as pytest functions
+    jobs = {kind: [] for kind in ("function", "stdio", "program (asserts)",
+                                  "program (pytest file)")}
+    for ex in cexs:
+        spec, code = json.loads(ex.tests), extract_code(ex.solution)
+        pairs = list(zip(spec["inputs"], spec["outputs"]))
+        jobs["function"].append((code, ex.tests))
+        jobs["stdio"].append((code + "\nimport json\nprint(json.dumps(f(*json.loads(input()))))\n",
+                              json.dumps({"type": "stdio", "inputs": [json.dumps(a) for a, _ in pairs],
+                                          "outputs": [json.dumps(o) for _, o in pairs]})))
+        asserts = "".join(f"assert f(*{a!r}) == {o!r}\n" for a, o in pairs)
+        jobs["program (asserts)"].append((code, json.dumps(
+            {"type": "program", "test": asserts, "entry_point": "f"})))
+        pytest_file = "from solution import f\n" + "".join(
+            f"\ndef test_{i}():\n    assert f(*{a!r}) == {o!r}\n" for i, (a, o) in enumerate(pairs))
+        jobs["program (pytest file)"].append((code, json.dumps(
+            {"type": "program", "test": pytest_file})))
+    for kind, items in jobs.items():
+        for code, tests in items[:2]:  # warm-up: the fork servers start
+            check_code(code, tests)
+        latencies = []
+        for code, tests in items:
+            t0 = time.perf_counter()
+            ok, detail = check_code(code, tests)
+            latencies.append(time.perf_counter() - t0)
+            assert ok, (kind, detail)
+        total = sum(latencies)
+        q = statistics.quantiles(latencies, n=100)
+        print(f"{kind + ', 1 at a time':<46} {len(items) / total:10.1f} /s   "
+              f"p50 {1000 * q[49]:6.1f} ms   p99 {1000 * q[98]:6.1f} ms   (n={len(items)})")
+        with ThreadPoolExecutor(args.workers) as pool:
+            list(pool.map(lambda job: check_code(*job), items[:2 * args.workers]))
+            t0 = time.perf_counter()
+            verdicts = list(pool.map(lambda job: check_code(*job), items))
+            seconds = time.perf_counter() - t0
+        assert all(ok for ok, _ in verdicts)
+        _report(f"{kind}, {args.workers} concurrent", len(items), seconds)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from scalerl.config import Config, ConfigError, field_
+from scalerl.tasks.loaders import FORMATS
 
 __all__ = ["SourceConfig", "FilterConfig", "DataConfig"]
 
@@ -43,14 +44,15 @@ class SourceConfig(Config):
     config_name: str = field_("", "hub: dataset configuration (subset), '' for none")
     split: str = field_("train", "hub: dataset split")
     format: str = field_("", "file/hub: upstream dataset format setting the default columns "
-                         "(polaris, deepcoder, taco, apps; see scalerl.tasks.loaders.FORMATS); "
-                         "'' = the generic defaults", choices=("", "polaris", "deepcoder",
-                                                                "taco", "apps"))
+                         "(polaris, deepcoder, taco, apps; test programs: humaneval, mbpp, "
+                         "acecode, kodcode; see scalerl.tasks.loaders.FORMATS); "
+                         "'' = the generic defaults", choices=("", *FORMATS))
     name: str = field_("", "file/hub: value of the `source` column ('' = file stem / dataset)")
     limit: int = field_(0, "file/hub: keep the first `limit` rows (0 = all)", ge=0)
     columns: dict[str, str] = field_(
         default_factory=dict, doc="file/hub: canonical key -> dataset column (prompt, answer, "
-        "tests, fn_name, id, difficulty, solution); defaults in scalerl.tasks.loaders")
+        "tests, fn_name, starter_code, id, difficulty, solution; test programs also "
+        "entry_point, setup, test_info); defaults in scalerl.tasks.loaders")
 
     def validate(self) -> None:
         super().validate()
@@ -59,8 +61,6 @@ class SourceConfig(Config):
         if self.kind == "hub" and not self.dataset:
             raise ConfigError("dataset is required for kind: hub (a Hugging Face dataset id)")
         if self.format:
-            from scalerl.tasks.loaders import FORMATS
-
             if FORMATS[self.format][0] != self.task:
                 raise ConfigError(f"format: {self.format} is a {FORMATS[self.format][0]} "
                                   f"dataset; set task: {FORMATS[self.format][0]}")

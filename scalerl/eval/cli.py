@@ -4,7 +4,8 @@
         --chunk 3 --prompts results/data/prompts.parquet --out results/runs/RUN/eval/chunk3.parquet
 
 Chunk 0 is the base model (pass its directory as --checkpoint): step 0, compute 0, R0.
-Downstream sets: `--prompts aime.jsonl --split all --dataset aime` (same schema, own file).
+Downstream sets: `--prompts aime.jsonl --split all --dataset aime` (same schema, own file); a
+set in an upstream layout: `--prompts HumanEval.jsonl --format humaneval --dataset humaneval`.
 Generation settings come from the run config (engine, generation cap, interruption budgets);
 `--samples`, `--max-prompts` override its `eval` section. Progress goes to stderr.
 """
@@ -28,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rows of --prompts to use: val (default), train, or all")
     parser.add_argument("--dataset", default=None,
                         help="value of the `dataset` column (default: val, or the file's stem)")
+    parser.add_argument("--format", default="",
+                        help="--prompts is a dataset in this upstream layout (humaneval, mbpp, "
+                        "acecode, kodcode, deepcoder, taco, apps, polaris), converted; "
+                        "default: prompts.parquet columns")
     parser.add_argument("--max-prompts", type=int, default=None,
                         help="prompts per task (0 = all); default: the run's eval.max_prompts")
     parser.add_argument("--samples", type=int, default=None,
@@ -63,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     run_cfg = load_run_config(args.config)
     run_eval(
         run_cfg, args.checkpoint, args.chunk, args.prompts, args.out,
-        split=args.split, dataset=args.dataset, max_prompts=args.max_prompts,
+        split=args.split, dataset=args.dataset, format=args.format,
+        max_prompts=args.max_prompts,
         samples=args.samples, labels=_parse_labels(args.label),
         model_cfg=load_model_config(args.model_config, args.checkpoint),
     )

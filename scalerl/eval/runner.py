@@ -6,17 +6,20 @@
    run's own generation settings (engine, generation cap, forced-interruption budgets and
    text) with the evaluation temperature and sample count of `RunConfig.eval`
    (`EvalSettings.from_run`);
-2. pick the prompts: the `val` split of prompts.parquet (or every row of a downstream file),
-   the tasks the run trains on, the first `max_prompts` of each task in file order
-   (`select_prompts`);
+2. pick the prompts: the `val` split of prompts.parquet (or every row of a downstream file:
+   prompts.parquet columns, or with `format` a dataset in an upstream layout such as
+   `humaneval`, `mbpp`, `acecode`, `kodcode`, `deepcoder`, converted by
+   `scalerl.tasks.loaders`), the tasks the run trains on (of a downstream set: those of them
+   it has), the first `max_prompts` of each task in file order (`select_prompts`);
 3. generate `samples_per_prompt` completions per prompt with the run's engine
    (`scalerl.rollout.config.make_engine`; the whole set submitted at once, graded on worker
    threads as samples finish: `evaluate_rows`); every sample has its own seed derived from
    (run seed, prompt_id, sample_idx), so all checkpoints of a run see the same random numbers
    (common random numbers make the chunk-to-chunk differences less noisy);
 4. score each completion with `scalerl.rewards` and write one row per completion
-   (`scalerl.eval.schema.EVAL_SCHEMA`), with the checkpoint's step and compute counters copied
-   from its trainer summary (a base model directory gives step 0 and compute 0: R0).
+   (`scalerl.eval.schema.EVAL_SCHEMA`, with the prompt's test type), with the checkpoint's
+   step and compute counters copied from its trainer summary (a base model directory gives
+   step 0 and compute 0: R0).
 
 The pass rate of a checkpoint is the mean of `correct` over all rows (mean@k).
 
@@ -77,13 +80,25 @@ class EvalSettings:
         )
 
 
-def load_eval_prompts(path: str | Path, split: str) -> list[dict[str, Any]]:
-    """Rows of a prompts file (Parquet or JSONL) with `split == split`, or all rows for "all"."""
+def load_eval_prompts(path: str | Path, split: str, format: str = "") -> list[dict[str, Any]]:
+    """Rows of a prompts file (Parquet or JSONL) with `split == split`, or all rows for "all".
+
+    `format` (a `scalerl.tasks.loaders.FORMATS` name): the file is a dataset in that upstream
+    layout; every row is converted (`load_file`) and used, whatever `split`.
+    """
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"prompts file {path} does not exist")
+    if format:
+        from scalerl.tasks.loaders import FORMATS, load_file
+
+        if format not in FORMATS:
+            raise ValueError(f"--format {format!r}: unknown dataset format; known: "
+                             f"{sorted(FORMATS)}")
+        examples = load_file(path, task=FORMATS[format][0], format=format).examples
+        return [{**e.to_row(), "split": "all"} for e in examples]
     if path.suffix in (".jsonl", ".json"):
         frame = pd.read_json(path, lines=path.suffix == ".jsonl")
     elif path.suffix == ".parquet":
@@ -194,9 +209,12 @@ def evaluate_rows(
 
 def _sample_row(comp: Completion, row: Mapping[str, Any], grade: Any,
                 rewards: tuple[float, float]) -> dict[str, Any]:
+    from scalerl.tasks.code_tests import spec_type
+
     correct = bool(grade.correct)
     return {
         "task": row["task"],
+        "test_type": spec_type(row.get("tests")) if row["task"] == "code" else "answer",
         "prompt_id": comp.request.prompt_id,
         "sample_idx": comp.request.sample_idx,
         "reward": float(rewards[0] if correct else rewards[1]),
@@ -255,6 +273,7 @@ def run_eval(
     *,
     split: str = "val",
     dataset: str | None = None,
+    format: str = "",
     max_prompts: int | None = None,
     samples: int | None = None,
     labels: Mapping[str, str] | None = None,
@@ -283,8 +302,11 @@ def run_eval(
     meta_labels = _labels(run_cfg, settings, labels or {})
     dataset = dataset or ("val" if split == "val" else Path(prompts).stem)
 
-    rows = select_prompts(load_eval_prompts(prompts, split), list(run_cfg.task_weights.as_dict()),
-                          settings.max_prompts)
+    rows = load_eval_prompts(prompts, split, format)
+    tasks = list(run_cfg.task_weights.as_dict())
+    if dataset != "val":  # a downstream set covers the run's tasks it has (HumanEval: code)
+        tasks = [t for t in tasks if any(r["task"] == t for r in rows)] or tasks
+    rows = select_prompts(rows, tasks, settings.max_prompts)
     if model_cfg is None:
         from scalerl.models.loading import load_model_config
 

@@ -11,6 +11,9 @@ Columns (all non-null):
     chunk, step                                which checkpoint (chunk 0 = the base model, step 0)
     compute_flops, compute_device_hours        compute spent by the run up to this checkpoint
     task                                       math | code
+    test_type                                  how the sample was graded: answer (math),
+                                               function | stdio | program (code tests,
+                                               scalerl.tasks.code_tests)
     dataset                                    "val" for the held-out split of prompts.parquet,
                                                otherwise the name of a downstream set
     prompt_id, sample_idx                      which prompt and which of its k samples
@@ -18,9 +21,10 @@ Columns (all non-null):
     n_tokens, truncated, interrupted           generated tokens, hit the cap, was interrupted
     response                                   the decoded generated text
 
-`dataset` is the one column beyond the list in docs/design.md: downstream sets (AIME-style,
-LiveCodeBench-style files) use the same schema in their own files, and the tag keeps a row
-self-describing when files are concatenated.
+`dataset` keeps a row self-describing when files are concatenated: downstream sets (AIME-style,
+LiveCodeBench-, HumanEval- or MBPP-style files) use the same schema in their own files.
+`test_type` says which grader decided `correct` (a HumanEval set is graded by test programs,
+LiveCodeBench by function calls or stdin/stdout).
 
 Deliberately left out: per-token data (log-probabilities live in the trainer's steps) and
 aggregates (pass rates are computed by readers: `pass_rates(table)`).
@@ -64,6 +68,7 @@ EVAL_SCHEMA = pa.schema(
         pa.field("compute_flops", pa.float64(), nullable=False),
         pa.field("compute_device_hours", pa.float64(), nullable=False),
         pa.field("task", pa.string(), nullable=False),
+        pa.field("test_type", pa.string(), nullable=False),
         pa.field("dataset", pa.string(), nullable=False),
         pa.field("prompt_id", pa.string(), nullable=False),
         pa.field("sample_idx", pa.int32(), nullable=False),
@@ -82,6 +87,7 @@ MEASURED_COLUMNS = ("compute_device_hours",)
 # Schema-metadata keys every eval file carries (values are strings).
 META_KEYS = ("scalerl.version", "scalerl.config_hash", "scalerl.checkpoint", "scalerl.k")
 TASKS = ("math", "code")
+TEST_TYPES = {"math": ("answer",), "code": ("function", "stdio", "program")}
 
 
 class EvalSchemaError(ValueError):
@@ -114,12 +120,15 @@ def validate_eval_table(table: pa.Table) -> None:
 
     Checks: exactly EVAL_SCHEMA's columns, types and order; no nulls; the metadata keys
     META_KEYS; one run/model/gen_len/recipe/seed/chunk/step/compute per file; task in
-    {math, code}; chunk, step, compute, n_tokens >= 0; (dataset, prompt_id, sample_idx) unique;
-    every prompt of a dataset has the same number of samples.
+    {math, code} and test_type one of the task's (`TEST_TYPES`); chunk, step, compute,
+    n_tokens >= 0; (dataset, prompt_id, sample_idx) unique; every prompt of a dataset has the
+    same number of samples.
     """
     schema = table.schema
     if schema.names != EVAL_SCHEMA.names:
-        raise EvalSchemaError(f"columns {schema.names} != expected {EVAL_SCHEMA.names}")
+        hint = (" (a file written before the test_type column: evaluate the checkpoint again)"
+                if "test_type" not in schema.names else "")
+        raise EvalSchemaError(f"columns {schema.names} != expected {EVAL_SCHEMA.names}{hint}")
     for field in EVAL_SCHEMA:
         got = schema.field(field.name).type
         if got != field.type:
@@ -141,6 +150,11 @@ def validate_eval_table(table: pa.Table) -> None:
     bad_tasks = set(cols["task"]) - set(TASKS)
     if bad_tasks:
         raise EvalSchemaError(f"column 'task' has {sorted(bad_tasks)}; allowed: {list(TASKS)}")
+    bad_types = {(t, k) for t, k in zip(cols["task"], cols["test_type"])
+                 if k not in TEST_TYPES[t]}
+    if bad_types:
+        raise EvalSchemaError(f"(task, test_type) pairs {sorted(bad_types)} are not allowed; "
+                              f"allowed: {TEST_TYPES}")
     for name in ("chunk", "step", "compute_flops", "compute_device_hours", "n_tokens",
                  "sample_idx"):
         if min(cols[name]) < 0:

@@ -2,7 +2,9 @@
 
 - `score` / `score_many`: the entry points (scalerl.rewards.score);
 - `check_math` / `MathVerifierPool`: integer fast path + math-verify in killable workers;
-- `check_code` / `run_python` / `SandboxLimits`: the code sandbox and its test harnesses.
+- `check_code` / `run_python` / `SandboxLimits`: the code sandbox and its test harnesses
+  (function calls, stdin/stdout, test programs proved complete by a per-run nonce);
+  `isolation()` says which isolation is in effect.
 Importing this package is cheap: math-verify loads only inside its worker processes.
 """
 

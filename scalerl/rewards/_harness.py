@@ -9,17 +9,22 @@ Two ways to start it:
   channel never reaches untrusted code), starts its own session, takes the descriptors as
   0/1/2, changes to the run's directory and environment, then does exactly what a one-run
   harness does. Forking skips the interpreter start-up (~15 ms of a ~30 ms run). The server never
-  reads a config itself, so its memory holds no program, input or expected output.
+  reads a config itself, so its memory holds no program, input or expected output. It makes
+  the program-test runner once (`make_program_runner` of `_program_tests.py`, which precedes
+  this source: the modules tests use, the snapshots), so its children start with it.
 
 A run reads its marshal-encoded config from CONFIG_FD (an unnamed file the parent wrote; closed
 before the untrusted code runs), then, in this order:
 1. when started as root: new network namespace (no interfaces up: sockets cannot reach
-   anything) and new mount namespace with private tmpfs on /tmp, /var/tmp, /dev/shm, and the
-   Python installation made readable for the sandbox uid when it lives under a closed
-   directory such as /root (which is then hidden behind an empty tmpfs), and the caller's
-   working directory (the project: prompts files hold hidden tests) hidden behind an empty
-   read-only tmpfs; both best effort, a
-   failure is reported on stderr and the run continues with the other protections;
+   anything) and new mount namespace with the minimal filesystem view (`_enter_view`): a
+   pivot_root into a fresh tmpfs holding, read-only, only what the interpreter needs (the
+   paths in the config's `view`: the standard library, the shared-library directories, the
+   loader cache, time zones), a private /tmp, the run's working directory (an empty private
+   tmpfs at the same path), /dev/{null,zero,full,random,urandom}, /dev/shm and a /proc that
+   shows only the run's own processes (hidepid=invisible); everything else, whatever the
+   caller's paths (the project, results directories, datasets, home directories), is absent.
+   Both best effort: a failure is reported on stderr ("sandbox: ... unavailable") and the run
+   continues with the other protections;
 2. resource limits, hard = soft: RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NPROC,
    RLIMIT_NOFILE, RLIMIT_CORE=0;
 3. when started as root: drop all groups and switch to the sandbox uid/gid (unprivileged, so
@@ -29,12 +34,16 @@ before the untrusted code runs), then, in this order:
    `Solution().fn_name`) on every input and writes one line per call to RESULT_FD:
    `INDEX ok LITERAL` (a Python literal of plain data, parsed by the parent with
    ast.literal_eval) or `INDEX err ExceptionName`; mode "script" executes
-   it as `__main__` with the test's stdin (the parent compares stdout).
+   it as `__main__` with the test's stdin (the parent compares stdout); mode "program" runs
+   the solution and then its test program (`_program_tests.py`), which ends with
+   `done NONCE N` on RESULT_FD only when every test returned (the nonce is taken out of the
+   config before anything runs and lives only in the runner's locals).
 
-The expected outputs never enter this process: whatever the untrusted code does to this
-harness (patching its encoder or builtins, writing to RESULT_FD, exiting early), the parent
-compares the produced values with the hidden expected ones, and a missing or duplicated result
-fails. Not isolated: the process table (/proc shows other processes' command lines).
+In modes "function" and "script" the expected outputs never enter this process: whatever the
+untrusted code does to this harness (patching its encoder or builtins, writing to RESULT_FD,
+exiting early), the parent compares the produced values with the hidden expected ones, and a
+missing or duplicated result fails. Mode "program" must run the tests here; how it keeps
+them and the nonce out of the program's reach is in `_program_tests.py`.
 This file must only use the standard library; it is never imported by scalerl itself.
 """
 
@@ -76,30 +85,79 @@ def _encode(value, depth=0):
     raise TypeError(f"result of type {kind.__name__} is not plain data")
 
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC = 1, 2, 4, 8, 4096, 16384
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 8, 32, 4096, 16384
 MS_PRIVATE = 1 << 18
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")  # merged-/usr symlinks
 
 
-def _expose(path):
-    """Keep `path` (the Python installation) readable after the uid switch.
+def _mount(source, target, fstype, flags, data=None):
+    _libc_call("mount", source and source.encode(), target.encode(),
+               fstype and fstype.encode(), flags, data and data.encode())
 
-    When an ancestor is closed to other users (e.g. /root is 0700), hide that ancestor behind
-    an empty tmpfs (which also hides the rest of it) and bind-mount `path` back in place.
-    """
-    parts = path.rstrip("/").split("/")
-    closed = next(("/".join(parts[:i]) for i in range(2, len(parts) + 1)
-                   if not os.stat("/".join(parts[:i])).st_mode & 0o001), None)
-    if closed is None:
-        return
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+
+def _enter_view(cfg):
+    """pivot_root into the minimal filesystem view (module docstring, step 1)."""
+    _libc_call("unshare", 0x00020000)  # CLONE_NEWNS
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here reaches the host
+    # open the sources first: the new root is mounted over /tmp, which may hold some of them
+    sources = []
+    for path in cfg["view"]:
+        try:
+            sources.append((path, os.open(path, os.O_PATH | os.O_CLOEXEC)))
+        except FileNotFoundError:
+            continue
+    links = [(p, os.readlink(p)) for p in _LINKS if os.path.islink(p)]
+    new_root, size, uid = "/tmp", cfg["fsize_bytes"], cfg["uid"]
+    _mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     try:
-        _libc_call("mount", b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                   b"mode=0755,size=1m")
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _libc_call("mount", f"/proc/self/fd/{fd}".encode(), path.encode(), None,
-                   MS_BIND | MS_REC, None)
+        for path, fd in sources:
+            target = new_root + path
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(target, 0o755, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+                os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+            _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+            _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     finally:
-        os.close(fd)
+        for _, fd in sources:
+            os.close(fd)
+    for path in cfg["view_hide"]:  # e.g. the site-packages inside the standard library
+        if os.path.isdir(new_root + path):
+            _mount("tmpfs", new_root + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY,
+                   "size=4k,mode=0755")
+    for path, dest in links:  # /lib -> usr/lib, ... where the target is in the view
+        target = os.path.join(os.path.dirname(path), dest)
+        if os.path.exists(new_root + target) and not os.path.lexists(new_root + path):
+            os.symlink(dest, new_root + path)
+    os.makedirs(new_root + "/dev/shm", 0o755)
+    for name in _DEVICES:
+        os.close(os.open(f"{new_root}/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
+        _mount(f"/dev/{name}", f"{new_root}/dev/{name}", None, MS_BIND)
+    for name, dest in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(dest, f"{new_root}/dev/{name}")
+    private = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _mount("tmpfs", new_root + "/dev/shm", "tmpfs", private, f"mode=1777,size={size}")
+    os.makedirs(new_root + "/proc", 0o555)
+    try:  # a /proc of our own that lists only the sandbox uid's processes
+        _mount("proc", new_root + "/proc", "proc", private, "hidepid=invisible")
+    except OSError:
+        _mount("/proc", new_root + "/proc", None, MS_BIND | MS_REC)
+    os.makedirs(new_root + "/tmp", 0o755)
+    _mount("tmpfs", new_root + "/tmp", "tmpfs", private, f"mode=1777,size={size}")
+    workdir = new_root + cfg["workdir"]
+    os.makedirs(workdir, 0o755, exist_ok=True)
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    _mount("tmpfs", workdir, "tmpfs", private, f"mode=0700,size={size}{owner}")
+    os.makedirs(new_root + "/.old", 0o700)
+    os.chdir(new_root)
+    _libc_call("pivot_root", b".", b".old")
+    _libc_call("umount2", b"/.old", 2)  # MNT_DETACH: the host's tree is gone from here
+    os.rmdir("/.old")
+    _mount(None, "/", None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    os.chdir(cfg["workdir"])
 
 
 def _confine(cfg):
@@ -111,24 +169,9 @@ def _confine(cfg):
             sys.stderr.write(f"sandbox: network isolation unavailable: {err}\n")
     if root:
         try:
-            _libc_call("unshare", 0x00020000)  # CLONE_NEWNS
-            # nothing mounted from here on propagates to the host
-            _libc_call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None)
-            if cfg["private_tmp"]:
-                opts = f"size={cfg['fsize_bytes']},mode=1777".encode()
-                for target in (b"/tmp", b"/var/tmp", b"/dev/shm"):
-                    if os.path.isdir(target):
-                        _libc_call("mount", b"tmpfs", target, b"tmpfs",
-                                   MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
-            for path in cfg["expose"]:
-                _expose(path)
-            for path in cfg["hide"]:  # e.g. the caller's project dir (prompts with hidden tests)
-                if not os.path.isdir(path):  # e.g. under /tmp: already gone with the private tmp
-                    continue
-                _libc_call("mount", b"tmpfs", path.encode(), b"tmpfs",
-                           MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, b"size=4k,mode=0755")
+            _enter_view(cfg)
         except OSError as err:
-            sys.stderr.write(f"sandbox: mount namespace unavailable: {err}\n")
+            sys.stderr.write(f"sandbox: filesystem view unavailable: {err}\n")
     limits = {
         resource.RLIMIT_CPU: cfg["cpu_s"],
         resource.RLIMIT_AS: cfg["memory_bytes"],
@@ -154,7 +197,10 @@ def run(config_fd, result_fd):
     """Confine this process, then run the configured program (see the module docstring)."""
     with os.fdopen(config_fd, "rb") as f:
         cfg = marshal.loads(f.read())
+    nonce = cfg.pop("nonce", None)
     _confine(cfg)
+    if cfg["mode"] == "program":
+        take_program_runner()(cfg, nonce, result_fd)  # noqa: F821 - _program_tests.py; exits
     code = compile(cfg["code"], "solution.py", "exec")
     write, encode = os.write, _encode  # bound before untrusted code runs
     if cfg["mode"] == "script":
@@ -226,6 +272,7 @@ def serve(sock_fd):
         import ctypes
 
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    make_program_runner()  # noqa: F821 - _program_tests.py: its imports and snapshot, once
     sock = socket.socket(fileno=sock_fd)
     while True:
         try:

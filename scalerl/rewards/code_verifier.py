@@ -21,7 +21,16 @@ happens here, in the parent, against expected outputs the child never sees:
   annotates with `List[int]`) runs after `from typing import *`, as the LiveCodeBench and TACO
   graders import it; others run as given (the import costs a sandbox child ~13 ms);
 - stdio: stdout equals the expected text line by line after stripping trailing whitespace,
-  or, failing that, token by token.
+  or, failing that, token by token;
+- program: ONE sandboxed child runs the setup, the solution and the test program
+  (`run_python(mode="program")`, the runner of `_program_tests.py`). It passes only when the
+  result channel ends with `done NONCE N`, NONCE being the run's secret (`RunResult.nonce`),
+  written once, as the last line, with exit code 0: the runner writes it only after every
+  test returned, in the original process. Anything else is a fail whose detail names why
+  (`program_verdict`): the first failing test (`fail LABEL: Exception: message`), a timeout,
+  an exit before the tests finished (os._exit / sys.exit at import or in the entry point, a
+  signal), a report line carrying a wrong nonce (a printed "success" guess), or output after
+  the report. A program using a capitalised typing name gets the typing prelude, as above.
 
 Deliberately left out: partial credit (the recipe's reward is binary) and special judges.
 """
@@ -35,10 +44,11 @@ import typing
 import warnings
 from typing import Any
 
-from scalerl.rewards.sandbox import SandboxLimits, run_python
+from scalerl.rewards.sandbox import RunResult, SandboxLimits, run_python
 from scalerl.tasks.code_tests import TestSpec, TestSpecError, parse_tests
 
-__all__ = ["check_code", "syntax_error", "same_value", "same_function_output", "same_stdout"]
+__all__ = ["check_code", "syntax_error", "same_value", "same_function_output", "same_stdout",
+           "program_verdict"]
 
 # prepended to function-test programs that use typing names (starter code: List[int])
 FUNCTION_PRELUDE = "from typing import *  # noqa\n"
@@ -146,6 +156,39 @@ def _check_function(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[b
     return True, f"passed {len(spec)}/{len(spec)} tests"
 
 
+def program_verdict(res: RunResult, wall_s: float) -> tuple[bool, str]:
+    """(passed, detail) of a program-test run (module docstring): pass only on the nonce."""
+    if res.timed_out:
+        return False, f"timeout after {wall_s:g} s"
+    lines = res.results.decode("utf-8", "replace").splitlines()
+    done = [line for line in lines if line.startswith("done ")]
+    proof = [line for line in done if line.split(" ")[1:2] == [res.nonce]]
+    if proof and len(done) == 1 and lines[-1] == proof[0] and res.returncode == 0:
+        n = proof[0].split(" ")[2]
+        ran = f", then {n} tests" if n != "0" else ""
+        return True, f"passed: the test program ran to the end{ran}"
+    failed = next((line[5:] for line in lines if line.startswith("fail ")), None)
+    if failed is not None:
+        return False, _with_stderr(f"test failed: {failed[:200]}", b"")
+    if done and not proof:
+        return False, "forged completion report: a 'done' line without this run's nonce"
+    if proof:
+        return False, (f"output after the completion report (exit code {res.returncode})"
+                       if lines[-1] != proof[0] or len(done) > 1 else
+                       f"exit code {res.returncode} after the completion report")
+    how = (f"killed by signal {-res.returncode} (a resource limit or the program itself)"
+           if res.returncode is not None and res.returncode < 0 else
+           f"exit code {res.returncode}")
+    return False, _with_stderr(f"exited before the tests finished ({how})", res.stderr)
+
+
+def _check_program(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:
+    res = run_python(_with_prelude(code), mode="program", limits=limits,
+                     program={"test": spec.test, "setup": spec.setup,
+                              "entry_point": spec.entry_point})
+    return program_verdict(res, limits.wall_s)
+
+
 def _check_stdio(code: str, spec: TestSpec, limits: SandboxLimits) -> tuple[bool, str]:
     for i, (stdin, expected) in enumerate(zip(spec.inputs, spec.outputs)):
         res = run_python(code, mode="script", stdin=stdin.encode(), limits=limits)
@@ -194,4 +237,6 @@ def check_code(code: str, tests: str | TestSpec,
     limits = limits or SandboxLimits()
     if spec.type == "function":
         return _check_function(code, spec, limits)
+    if spec.type == "program":
+        return _check_program(code, spec, limits)
     return _check_stdio(code, spec, limits)

@@ -18,18 +18,27 @@ concurrent processes never share one). Under that uid RLIMIT_NPROC counts only t
 processes (a fork bomb stops at `nproc`), the parent's files, environment (/proc/PID/environ)
 and signals are out of reach, and after the run every process still owned by that uid is
 killed, including ones that escaped the process group with setsid. As root the harness also
-enters new network and mount namespaces: no network interfaces are up; /tmp, /var/tmp and
-/dev/shm are private tmpfs mounts that vanish with the run; the caller's working directory
-(the project, whose prompts.parquet holds hidden tests) is hidden behind an empty tmpfs; and a
-Python installation under a closed directory (/root is 0700) is bind-mounted back readable.
-The child runs `python -I -S`: the standard library only, no site-packages.
+enters new network and mount namespaces: no network interfaces are up, and the program sees
+the minimal filesystem view (docs/design.md, "Sandbox"): a pivot_root into a fresh tmpfs with,
+read-only, only what the interpreter needs (`VIEW_PATHS`: the standard library, the system
+shared-library directories and loader cache, time zones), a private /tmp and working
+directory, a few devices, and a /proc that lists only the run's own processes. Everything
+else (the project, a results directory on scratch storage with its prompts.parquet, datasets,
+home directories) is absent, whatever its permissions. The child runs `python -I -S`: the
+standard library only, no site-packages.
 
-Not root: no uid switch and no namespaces (they need privileges); RLIMIT_NPROC is set to the
-user's current process count + `nproc`, cleanup covers the process group only, and the code
-runs with the caller's file permissions. `isolation()` reports which mode is active.
+Modes: "script" (stdin -> stdout), "function" (return values compared by the caller), and
+"program" (test programs: the run must end with `done NONCE N` on the result channel, where
+NONCE is a fresh secret of this run, `RunResult.nonce`; see `_program_tests.py`).
 
-Deliberately left out: seccomp system-call filtering (no stdlib binding) and cgroups. Residual
-risk as root: world-readable files outside the hidden working directory can be read.
+Not root: no uid switch, no namespaces and no filesystem view (they need privileges);
+RLIMIT_NPROC is set to the user's current process count + `nproc`, cleanup covers the process
+group only, the network is reachable, and the code runs with the caller's file permissions:
+it can read every file the caller can (prompts.parquet with every hidden test included).
+The first run in a process says so once (a RuntimeWarning, `NOT_ROOT_WARNING`); run as root
+(e.g. in a container) for isolation. `isolation()` reports which mode is in effect.
+
+Deliberately left out: seccomp system-call filtering (no stdlib binding) and cgroups.
 """
 
 from __future__ import annotations
@@ -39,19 +48,28 @@ import dataclasses
 import fcntl
 import marshal
 import os
+import secrets
 import select
 import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
-__all__ = ["SandboxLimits", "RunResult", "run_python", "isolation"]
+__all__ = ["SandboxLimits", "RunResult", "run_python", "isolation", "VIEW_PATHS",
+           "NOT_ROOT_WARNING"]
 
-_HARNESS = (Path(__file__).with_name("_harness.py")).read_text()
+_HERE = Path(__file__).parent
+# one `python -I -S -c` program: the pytest stand-in's source, the program-test runner, the
+# harness (~52 KB; one argument may hold 128 KiB on Linux, MAX_ARG_STRLEN)
+_HARNESS = "\n".join([f"_PYTEST_SHIM = {(_HERE / '_pytest_shim.py').read_text()!r}",
+                       (_HERE / "_program_tests.py").read_text(),
+                       (_HERE / "_harness.py").read_text()])
 _UID_BASE = 60000
 _UID_SLOTS = 512
 _LOCK_DIR = Path(tempfile.gettempdir()) / "scalerl-sandbox-slots"
@@ -69,8 +87,6 @@ class SandboxLimits:
     nproc: int = 8  # RLIMIT_NPROC: processes/threads the run may hold at once
     output_bytes: int = 1 << 20  # at most this much stdout/stderr/results is read back
     isolate_network: bool = True  # new network namespace (root only)
-    private_tmp: bool = True  # private /tmp, /var/tmp, /dev/shm (root only)
-    hide_cwd: bool = True  # hide the caller's working directory, e.g. the project (root only)
 
     def __post_init__(self) -> None:
         for name in ("wall_s", "cpu_s", "memory_mb", "fsize_mb", "nproc", "output_bytes"):
@@ -86,30 +102,63 @@ class RunResult:
     timed_out: bool
     stdout: bytes
     stderr: bytes
-    results: bytes  # the harness's result channel (function mode)
+    results: bytes  # the harness's result channel (function and program modes)
     wall_s: float
+    nonce: str = ""  # program mode: the secret only a finished test run writes back
 
 
-_PREFIX = os.path.realpath(sys.base_prefix)
-# never hidden (nor any of their ancestors): the system and the Python installation
-_SYSTEM = ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/dev", "/sys", "/var",
-           "/tmp", "/run", _PREFIX, os.path.dirname(os.path.realpath(sys.executable)))
+def _view_paths() -> tuple[list[str], list[str]]:
+    """(paths bound read-only into the filesystem view, directories hidden inside them).
+
+    The standard library (with lib-dynload), the system shared-library directories its
+    extension modules load from (multiarch and lib64 directories, the loader cache) and the
+    time-zone database; a path inside another one is left out. Hidden: the site-packages
+    inside the standard library (never on `python -I -S`'s path).
+    """
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    base = {"installed_base": sys.base_prefix, "base": sys.base_prefix,  # not a venv's
+            "installed_platbase": sys.base_exec_prefix, "platbase": sys.base_exec_prefix}
+    wanted = [sysconfig.get_path("stdlib", vars=base), sysconfig.get_path("platstdlib", vars=base)]
+    if multiarch:
+        wanted += [f"/usr/lib/{multiarch}", f"/lib/{multiarch}"]
+    wanted += ["/lib64", "/usr/lib64", "/etc/ld.so.cache"]
+    wanted += (sysconfig.get_config_var("TZPATH") or "/usr/share/zoneinfo").split(os.pathsep)
+    real = sorted({os.path.realpath(p) for p in wanted if p and os.path.exists(p)})
+    paths = [p for p in real if not any(p.startswith(q.rstrip("/") + "/") for q in real)]
+    hide = [os.path.join(p, "site-packages") for p in paths
+            if os.path.isdir(os.path.join(p, "site-packages"))]
+    return paths, hide
 
 
-def _hidden_dirs(limits: SandboxLimits, workdir: str) -> list[str]:
-    """The caller's cwd when hiding it cannot break the child (it contains no system path)."""
-    if not limits.hide_cwd:
-        return []
-    cwd = os.path.realpath(os.getcwd())
-    protected = (*_SYSTEM, os.path.realpath(workdir))
-    if cwd == "/" or any(p == cwd or p.startswith(cwd.rstrip("/") + "/") for p in protected):
-        return []
-    return [cwd]
+VIEW_PATHS, _VIEW_HIDE = _view_paths()
+NOT_ROOT_WARNING = (
+    "sandbox: not running as root, so untrusted code runs without a separate uid, network "
+    "isolation or filesystem view: it can read every file this user can (prompts.parquet "
+    "with the hidden tests included) and reach the network; run as root (e.g. in a "
+    "container) for isolation (docs/design.md, 'Sandbox')")
+_warned: list[bool] = []
+_isolation: list[str] = []
+
+
+def _warn_if_not_root() -> None:
+    """`NOT_ROOT_WARNING`, once per process, when runs cannot be isolated."""
+    if os.geteuid() != 0 and not _warned:
+        _warned.append(True)
+        warnings.warn(NOT_ROOT_WARNING, RuntimeWarning, stacklevel=3)
 
 
 def isolation() -> str:
-    """'uid+namespaces' when running as root (full isolation), else 'rlimits-only'."""
-    return "uid+namespaces" if os.geteuid() == 0 else "rlimits-only"
+    """The isolation in effect: 'uid+namespaces+view' (root: own uid, network and mount
+    namespaces, the minimal filesystem view), 'uid+namespaces' (root, but the view could not
+    be set up, e.g. without CAP_SYS_ADMIN) or 'rlimits-only' (not root). Probed once with a
+    sandboxed run."""
+    if os.geteuid() != 0:
+        return "rlimits-only"
+    if not _isolation:
+        res = run_python("print(1)", limits=SandboxLimits(wall_s=20.0))
+        _isolation.append("uid+namespaces" if b"view unavailable" in res.stderr
+                          else "uid+namespaces+view")
+    return _isolation[0]
 
 
 class _UidSlot:
@@ -284,26 +333,38 @@ def _read(f, limit: int) -> bytes:
 
 def run_python(code: str, *, mode: str = "script", stdin: bytes = b"",
                fn_name: str | None = None, inputs: list | None = None,
+               program: dict | None = None,
                limits: SandboxLimits = SandboxLimits()) -> RunResult:
     """Run `code` in the sandbox.
 
     mode "script": as `__main__`, `stdin` on its standard input (stdin/stdout tests).
     mode "function": as a module, then `fn_name(*args)` for every `args` in `inputs`; each
     return value comes back as a JSON line in `RunResult.results` (function-call tests).
+    mode "program": `program` = {"test", "setup", "entry_point"} of a program spec
+    (scalerl.tasks.code_tests); `RunResult.results` holds the runner's report, which ends
+    with `done {RunResult.nonce} N` only when every test returned.
     """
-    if mode not in ("script", "function"):
-        raise ValueError(f"mode must be 'script' or 'function', got {mode!r}")
+    if mode not in ("script", "function", "program"):
+        raise ValueError(f"mode must be 'script', 'function' or 'program', got {mode!r}")
     if mode == "function" and not fn_name:
         raise ValueError("mode 'function' needs fn_name")
+    if mode == "program" and (not program or not program.get("test")):
+        raise ValueError("mode 'program' needs program={'test': ..., 'setup': ..., "
+                         "'entry_point': ...}")
+    _warn_if_not_root()
     fsize = limits.fsize_mb << 20
+    nonce = secrets.token_hex(16) if mode == "program" else ""
     with _UidSlot() as slot, tempfile.TemporaryDirectory(
             prefix="scalerl-sbx-", ignore_cleanup_errors=True) as workdir:
         nproc = limits.nproc if slot.uid is not None else _user_nproc() + limits.nproc
         cfg = {"mode": mode, "code": code, "fn_name": fn_name, "inputs": inputs or [],
                "uid": slot.uid, "gid": slot.uid, "cpu_s": limits.cpu_s,
                "memory_bytes": limits.memory_mb << 20, "fsize_bytes": fsize, "nproc": nproc,
-               "isolate_network": limits.isolate_network, "private_tmp": limits.private_tmp,
-               "expose": [_PREFIX], "hide": _hidden_dirs(limits, workdir)}
+               "isolate_network": limits.isolate_network, "workdir": workdir,
+               "view": VIEW_PATHS, "view_hide": _VIEW_HIDE}
+        if mode == "program":
+            cfg.update(nonce=nonce, test=program["test"], setup=program.get("setup") or "",
+                       entry_point=program.get("entry_point"))
         if slot.uid is not None:
             os.chown(workdir, slot.uid, slot.uid)
         os.chmod(workdir, 0o700)
@@ -323,7 +384,8 @@ def run_python(code: str, *, mode: str = "script", stdin: bytes = b"",
             n = limits.output_bytes
             result = RunResult(returncode=None if timed_out else returncode,
                                timed_out=timed_out, stdout=_read(out_f, n),
-                               stderr=_read(err_f, n), results=_read(res_f, n), wall_s=wall)
+                               stderr=_read(err_f, n), results=_read(res_f, n), wall_s=wall,
+                               nonce=nonce)
     return result
 
 

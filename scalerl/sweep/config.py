@@ -30,6 +30,7 @@ from typing import Any
 
 from scalerl.config import Config, ConfigError, field_
 from scalerl.rl.run_config import EvalConfig, LengthConfig, RunConfig, TaskWeights
+from scalerl.tasks.loaders import FORMATS
 
 __all__ = ["SweepConfig", "job_resources", "load_sweep", "NAME_PATTERN", "SWEEP_RECIPE_FIELDS",
            "RUN_FIELDS_SET_BY_SWEEP"]
@@ -98,7 +99,12 @@ class Grid(Config):
 class Downstream(Config):
     """An extra prompt file evaluated on some checkpoints (AIME-, LiveCodeBench-style)."""
 
-    path: str = field_("", "Parquet or JSONL with prompts.parquet columns (split optional)")
+    path: str = field_("", "Parquet or JSONL with prompts.parquet columns (split optional), "
+                       "or a dataset in the layout `format` names")
+    format: str = field_("", "the file's upstream layout, converted as `scalerl data` does "
+                         "(humaneval, mbpp, acecode, kodcode graded by test programs; "
+                         "deepcoder, taco, apps, polaris); '' = prompts.parquet columns",
+                         choices=("", *FORMATS))
     max_prompts: int = field_(0, "prompts per task (0 = all)", ge=0)
 
 

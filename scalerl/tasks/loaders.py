@@ -7,7 +7,8 @@ Rows are mapped to `TaskExample`s through a column mapping (canonical key -> dat
   `fn_name` <- "metadata.func_name" (a dotted path reads into a dict or a JSON string column),
   `starter_code` <- "starter_code".
 Optional keys for both: `id`, `difficulty`, `solution` (a list, or a JSON list of strings as in
-APPS / TACO `solutions`, gives its first element), and for code `fn_name`, `starter_code`.
+APPS / TACO `solutions`, gives its first element), and for code `fn_name`, `starter_code`,
+and for test-program formats `entry_point`, `setup` and `test_info`.
 A mapped column that a row lacks is an error naming the row and the field
 (`MalformedRowError`), or, with `skip_malformed=True`, the row is skipped and its message kept
 in `LoadResult.skipped`.
@@ -22,7 +23,24 @@ in `LoadResult.skipped`.
 - `taco` (BAAI/TACO) and `apps` (codeparrot/apps): `question`, `input_output` (JSON string
   `{inputs, outputs, fn_name?}`), `starter_code`, `solutions` (JSON list of programs, not
   mapped by default), `difficulty` (labels "EASY".."VERY_HARD" / "introductory", "interview",
-  "competition", mapped to 1..5 / 1..3; "UNKNOWN_DIFFICULTY" -> 0); apps also `problem_id`.
+  "competition", mapped to 1..5 / 1..3; "UNKNOWN_DIFFICULTY" -> 0); apps also `problem_id`;
+- test-program sets (canonical `program` tests, `scalerl.tasks.code_tests.program_tests`):
+  - `humaneval` (openai_humaneval, evalplus/humanevalplus, HumanEvalPack: `task_id`, `prompt`,
+    `canonical_solution`, `test` with `check(candidate)`, `entry_point`): the prompt asks to
+    complete the signature and docstring (`HUMANEVAL_HEADER`, the prompt in a ```python
+    fence) and is the tests' setup (run before the answer, as upstream runs prompt +
+    completion); the reference solution is prompt + canonical_solution;
+  - `mbpp` (google-research-datasets/mbpp full: `task_id`, `text`, `code`, `test_list`,
+    `test_setup_code`, `challenge_test_list`): the prompt is the text plus the first assert
+    (`MBPP_EXAMPLE`); the sanitized config maps `{prompt: prompt, setup: test_imports}`;
+  - `acecode` (TIGER-Lab/AceCode-87K: `id`, `source`, `question`, `test_cases` (assert
+    strings), `inferences` (model completions with their pass rates), `context_messages`):
+    the question as is; the reference solution is the first inference that passed every test
+    (`pass_rate` 1.0), if any;
+  - `kodcode` (KodCode/KodCode-V1: `question_id`, `question`, `solution`, `test` (pytest code
+    importing from `solution`), `test_info` (function declarations), `gpt_difficulty`
+    "easy" / "medium" / "hard" -> 1..3): the question, then the declarations to implement
+    (`KODCODE_DECLARATION`), as KodCode's own RL prompts.
 
 Prompts: a non-empty starter code is appended to the problem in a block the model should
 complete (`STARTER_HEADER`, the code in a ```python fence); when functional test cases
@@ -50,11 +68,12 @@ from pathlib import Path
 from typing import Any
 
 from scalerl.tasks.base import MalformedRowError, TaskExample, make_prompt_id
-from scalerl.tasks.code_tests import TestSpecError, normalize_tests
+from scalerl.tasks.code_tests import TestSpecError, normalize_tests, program_tests
 
-__all__ = ["DEFAULT_COLUMNS", "FORMATS", "STARTER_HEADER", "LoadResult", "read_records",
+__all__ = ["DEFAULT_COLUMNS", "FORMATS", "PROGRAM_FORMATS", "STARTER_HEADER", "HUMANEVAL_HEADER",
+           "MBPP_EXAMPLE", "KODCODE_DECLARATION", "LoadResult", "read_records",
            "rows_to_examples", "load_file", "load_hub", "parse_difficulty", "with_starter_code",
-           "starter_fn_name"]
+           "starter_fn_name", "program_prompt"]
 
 DEFAULT_COLUMNS: dict[str, dict[str, str]] = {
     "math": {"prompt": "problem", "answer": "answer"},
@@ -68,16 +87,35 @@ FORMATS: dict[str, tuple[str, dict[str, str]]] = {
     "taco": ("code", {"prompt": "question", "tests": "input_output", "difficulty": "difficulty"}),
     "apps": ("code", {"prompt": "question", "tests": "input_output", "difficulty": "difficulty",
                       "id": "problem_id"}),
+    "humaneval": ("code", {"prompt": "prompt", "tests": "test", "entry_point": "entry_point",
+                           "solution": "canonical_solution", "id": "task_id"}),
+    "mbpp": ("code", {"prompt": "text", "tests": "test_list", "setup": "test_setup_code",
+                      "solution": "code", "id": "task_id"}),
+    "acecode": ("code", {"prompt": "question", "tests": "test_cases", "id": "id",
+                         "solution": "inferences"}),
+    "kodcode": ("code", {"prompt": "question", "tests": "test", "test_info": "test_info",
+                         "solution": "solution", "id": "question_id",
+                         "difficulty": "gpt_difficulty"}),
 }
-_KEYS = {"prompt", "answer", "tests", "fn_name", "starter_code", "id", "difficulty", "solution"}
-_OPTIONAL = {"fn_name", "starter_code", "id", "difficulty", "solution"}
+# formats graded by test programs: format -> style of scalerl.tasks.code_tests.program_tests
+PROGRAM_FORMATS = {name: name for name in ("humaneval", "mbpp", "acecode", "kodcode")}
+_KEYS = {"prompt", "answer", "tests", "fn_name", "starter_code", "id", "difficulty", "solution",
+         "entry_point", "setup", "test_info"}
+_OPTIONAL = {"fn_name", "starter_code", "id", "difficulty", "solution", "entry_point", "setup",
+             "test_info"}
 # difficulty labels of TACO (EASY..VERY_HARD) and APPS (introductory, interview, competition)
 _LABELS = {"UNKNOWN_DIFFICULTY": 0, "EASY": 1, "MEDIUM": 2, "MEDIUM_HARD": 3, "HARD": 4,
-           "VERY_HARD": 5, "introductory": 1, "interview": 2, "competition": 3}
+           "VERY_HARD": 5, "introductory": 1, "interview": 2, "competition": 3,
+           "easy": 1, "medium": 2, "hard": 3}  # last three: KodCode gpt_difficulty
 _PASS_COUNT = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 STARTER_HEADER = ("### Starter code\nComplete the following starter code; keep its class and "
                   "function names and signatures:")
 _DEF = re.compile(r"^[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.MULTILINE)
+HUMANEVAL_HEADER = "Complete the following Python function; keep its name and signature:"
+MBPP_EXAMPLE = "Your code should pass this test:"
+KODCODE_DECLARATION = "Note that the function declaration is {}."
+KODCODE_DECLARATIONS = ("Note that the functions you need to implement have the following "
+                        "declarations:\n{}")
 
 
 @dataclasses.dataclass
@@ -195,8 +233,70 @@ def _first_solution(value: Any) -> str:
     return "" if _missing(value) else str(value)
 
 
+def _declarations(test_info: Any, key: str = "function_declaration") -> list[str]:
+    """KodCode `test_info`: the function declarations (or another `key` of its entries), from a
+    list (or JSON list) of dicts."""
+    if isinstance(test_info, str):
+        try:
+            test_info = json.loads(test_info)
+        except json.JSONDecodeError:
+            return []
+    if hasattr(test_info, "tolist"):  # numpy array from a Parquet list column
+        test_info = test_info.tolist()
+    if not isinstance(test_info, list | tuple):
+        return []
+    return [str(d[key]).strip() for d in test_info
+            if isinstance(d, Mapping) and str(d.get(key) or "").strip()]
+
+
+def _function_names(test_info: Any) -> list[str]:
+    return _declarations(test_info, "function_name")
+
+
+def program_prompt(style: str, text: str, first_test: str = "", test_info: Any = None) -> str:
+    """The prompt of a test-program row, built the way its dataset expects (module docstring).
+
+    `first_test`: the first test line (MBPP's example assert); `test_info`: KodCode's
+    function declarations.
+    """
+    if style == "humaneval":
+        return f"{HUMANEVAL_HEADER}\n```python\n{text.rstrip()}\n```\n"
+    if style == "mbpp":
+        return f"{text.rstrip()}\n{MBPP_EXAMPLE}\n{first_test}\n"
+    if style == "kodcode":
+        decls = _declarations(test_info)
+        if len(decls) == 1:
+            return f"{text.rstrip()}\n\n{KODCODE_DECLARATION.format(decls[0])}"
+        if decls:
+            return f"{text.rstrip()}\n\n{KODCODE_DECLARATIONS.format(chr(10).join(decls))}"
+    return text
+
+
+def _program_example(style: str, values: Mapping[str, Any], prompt: str) -> tuple[str, str, Any]:
+    """(prompt, tests JSON, solution) of a test-program row."""
+    entry = values.get("entry_point")
+    if style == "kodcode" and _missing(entry):  # the one plain function to implement, if one
+        names = _function_names(values.get("test_info"))
+        decls = _declarations(values.get("test_info"))
+        plain = (len(names) == 1 == len(decls) and names[0].isidentifier()
+                 and decls[0].startswith(f"def {names[0]}(") and "(self" not in decls[0])
+        entry = names[0] if plain else None
+    setup = values.get("setup", prompt if style == "humaneval" else "")
+    spec = program_tests(style, values["tests"], setup=setup,
+                         entry_point=None if _missing(entry) else str(entry))
+    solution = values.get("solution")
+    if style == "humaneval" and not _missing(solution):  # canonical_solution is the body only
+        solution = prompt + str(solution)
+    if style == "acecode":  # the first inference that passed every test
+        inferences = solution.tolist() if hasattr(solution, "tolist") else solution
+        solution = next((str(i.get("completion", "")) for i in inferences or ()
+                         if isinstance(i, Mapping) and i.get("pass_rate") == 1.0), "")
+    text = program_prompt(style, prompt, spec.test.split("\n", 1)[0], values.get("test_info"))
+    return text, spec.to_json(), solution
+
+
 def _example(row: Mapping[str, Any], i: int, task: str, source: str,
-             columns: Mapping[str, str]) -> TaskExample:
+             columns: Mapping[str, str], style: str | None = None) -> TaskExample:
     where = f"{source} row {i}"
     values: dict[str, Any] = {}
     for key, column in columns.items():
@@ -212,6 +312,7 @@ def _example(row: Mapping[str, Any], i: int, task: str, source: str,
         raise MalformedRowError(f"{where}: field 'prompt' ({columns['prompt']!r}) is empty or "
                                 f"not a string: {prompt!r:.60}")
     answer = tests = None
+    solution = values.get("solution")
     if task == "math":
         answer = values.get("answer")
         if _missing(answer) or isinstance(answer, list | dict):
@@ -221,6 +322,12 @@ def _example(row: Mapping[str, Any], i: int, task: str, source: str,
     else:
         if _missing(values.get("tests")):
             raise MalformedRowError(f"{where}: field 'tests' ({columns.get('tests')!r}) is empty")
+        if style is not None:
+            try:
+                prompt, tests, solution = _program_example(style, values, prompt)
+            except TestSpecError as err:
+                raise MalformedRowError(f"{where}: field 'tests': {err}") from None
+            return _finish(values, source, prompt, task, None, tests, solution, where)
         starter = values.get("starter_code")
         starter = "" if _missing(starter) else str(starter)
         fn_name = values.get("fn_name")
@@ -231,12 +338,17 @@ def _example(row: Mapping[str, Any], i: int, task: str, source: str,
             raise MalformedRowError(f"{where}: field 'tests': {err}") from None
         tests = tests.to_json()
         prompt = with_starter_code(prompt, starter)
+    return _finish(values, source, prompt, task, answer, tests, solution, where)
+
+
+def _finish(values: Mapping[str, Any], source: str, prompt: str, task: str, answer: str | None,
+            tests: str | None, solution: Any, where: str) -> TaskExample:
     raw_id = values.get("id")
     prompt_id = make_prompt_id(source, prompt) if _missing(raw_id) else f"{source}-{raw_id}"
     difficulty, pass_rate = parse_difficulty(values.get("difficulty"), where)
     return TaskExample(prompt_id=prompt_id, task=task, source=source, prompt=prompt,
                        answer=answer, tests=tests, difficulty=difficulty,
-                       solution=_first_solution(values.get("solution")), pass_rate=pass_rate)
+                       solution=_first_solution(solution), pass_rate=pass_rate)
 
 
 def rows_to_examples(rows: Iterable[Mapping[str, Any]], *, task: str, source: str,
@@ -258,12 +370,13 @@ def rows_to_examples(rows: Iterable[Mapping[str, Any]], *, task: str, source: st
     unknown = set(mapping) - _KEYS
     if unknown:
         raise ValueError(f"unknown column-mapping key(s) {sorted(unknown)}; valid: {sorted(_KEYS)}")
+    style = PROGRAM_FORMATS.get(format)
     examples, skipped = [], []
     for i, row in enumerate(rows):
         if limit and len(examples) >= limit:
             break
         try:
-            examples.append(_example(row, i, task, source, mapping))
+            examples.append(_example(row, i, task, source, mapping, style))
         except MalformedRowError as err:
             if not skip_malformed:
                 raise MalformedRowError(f"{err} (set skip_malformed: true to skip such rows)") \

@@ -1,6 +1,8 @@
-"""Fixtures in the upstream schemas (Polaris, DeepCoder lcbv5 / primeintellect, TACO, APPS) go
-through the loaders -> build -> prompts.parquet -> the real sandbox: for every row a correct
-answer scores 1 and a wrong one 0."""
+"""Fixtures in the upstream schemas (Polaris, DeepCoder lcbv5 / primeintellect, TACO, APPS, and
+the test-program sets HumanEval (+ HumanEvalPack), MBPP full and sanitized, AceCode, KodCode),
+written by hand from each dataset card, go through the loaders -> build -> prompts.parquet ->
+the real sandbox: every reference solution passes (nothing dropped), and for every row a
+correct answer scores 1 and a wrong one 0."""
 
 from pathlib import Path
 
@@ -17,6 +19,12 @@ SOURCES = [  # (file, source name, task, format, extra columns)
     ("deepcoder_primeintellect.jsonl", "primeintellect", "code", "deepcoder", {}),
     ("taco.jsonl", "taco", "code", "taco", {"solution": "solutions"}),
     ("apps.jsonl", "apps", "code", "apps", {"solution": "solutions"}),
+    ("humaneval.jsonl", "humaneval", "code", "humaneval", {}),
+    ("mbpp.jsonl", "mbpp", "code", "mbpp", {}),
+    ("mbpp_sanitized.jsonl", "mbpp-sanitized", "code", "mbpp",
+     {"prompt": "prompt", "setup": "test_imports"}),
+    ("acecode.jsonl", "acecode", "code", "acecode", {}),
+    ("kodcode.jsonl", "kodcode", "code", "kodcode", {}),
 ]
 
 
@@ -38,7 +46,8 @@ def prompts_rows(tmp_path_factory):
     frame, report = build_prompts(_config())
     assert report["dropped_total"] == 0, report["dropped"]  # every reference solution passed
     assert report["sources"] == {"polaris": 4, "lcbv5": 2, "primeintellect": 2, "taco": 3,
-                                 "apps": 2}
+                                 "apps": 2, "humaneval": 4, "mbpp": 3, "mbpp-sanitized": 1,
+                                 "acecode": 3, "kodcode": 3}
     path = tmp_path_factory.mktemp("e2e") / "prompts.parquet"
     write_prompts(frame, path)
     return read_prompts(path).to_dict(orient="records")
@@ -50,14 +59,14 @@ def test_correct_answers_score_one_and_wrong_ones_zero(prompts_rows):
     for case in read_records(FIX / "answers.jsonl"):
         name, task = names[case["file"]]
         raw = read_records(FIX / case["file"])[case["row"]]
-        problem = raw.get("problem", raw.get("question"))
-        (row,) = [r for r in prompts_rows if r["source"] == name and r["prompt"].startswith(problem)]
+        problem = next(raw[k] for k in ("problem", "question", "text", "prompt") if k in raw)
+        (row,) = [r for r in prompts_rows if r["source"] == name and problem in r["prompt"]]
         for kind, ok in (("correct", True), ("wrong", False)):
             picked.append(row)
             completions.append(_completion(task, case[kind]))
             expect.append(ok)
             labels.append(f"{case['file']}:{case['row']}:{kind}")
-    assert len(picked) == 2 * 13
+    assert len(picked) == 2 * 27
     scores = score_many(picked, completions, workers=1)
     got = {label: (s.correct, s.detail) for label, s in zip(labels, scores)}
     assert {k: c for k, (c, _) in got.items()} == dict(zip(labels, expect)), got
@@ -81,3 +90,30 @@ def test_dataset_pass_rate_drives_the_difficulty_filter():
 
     frame, _ = build_prompts(cfg, pass_rate_fn=pass_rate_fn)
     assert measured == [0] and len(frame) == 2
+
+
+def test_program_rows_record_their_format(prompts_rows):
+    """Each test-program row holds a canonical program spec; the prompt is built the way its
+    set expects (HumanEval: the signature in a fence; MBPP: the text and one example assert;
+    KodCode: the declarations to implement)."""
+    from scalerl.tasks.code_tests import parse_tests
+    from scalerl.tasks.loaders import HUMANEVAL_HEADER, KODCODE_DECLARATION, MBPP_EXAMPLE
+
+    rows = {r["prompt_id"]: r for r in prompts_rows}
+    humaneval = rows["humaneval-HumanEval/901"]
+    spec = parse_tests(humaneval["tests"])
+    assert (spec.type, spec.entry_point) == ("program", "running_max")
+    assert spec.test.rstrip().endswith("check(candidate)") and "def running_max" in spec.setup
+    assert humaneval["prompt"].startswith(HUMANEVAL_HEADER + "\n```python\nfrom typing")
+    pack = parse_tests(rows["humaneval-Python/904"]["tests"])
+    assert pack.test.count("check(") == 2  # its own call, nothing appended
+    mbpp = rows["mbpp-902"]
+    assert mbpp["prompt"] == ("Write a function to find the area of a circle.\n" + MBPP_EXAMPLE
+                              + "\nassert math.isclose(circle_area(1), 3.141592653589793)\n")
+    assert parse_tests(mbpp["tests"]).setup == "import math"
+    assert parse_tests(mbpp["tests"]).entry_point == "circle_area"
+    kod = rows["kodcode-Leetcode_901_I"]
+    assert kod["prompt"].endswith(KODCODE_DECLARATION.format("def top_k_frequent(nums, k):"))
+    assert parse_tests(kod["tests"]).entry_point == "top_k_frequent"
+    assert "declarations:\ndef push(self, x):\ndef print_stack(stack):" in rows[
+        "kodcode-Data_Structure_903_I"]["prompt"]

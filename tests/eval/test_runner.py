@@ -6,6 +6,7 @@ completions through a minimal engine to check the columns against hand-computed 
 """
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -234,3 +235,47 @@ def test_run_eval_logs_pass_rates_to_the_run_tracker(tmp_path, tiny_base):
     logged = {tag: [(e.step, e.value) for e in acc.Scalars(tag)]
               for tag in acc.Tags()["scalars"] if tag.startswith("eval/")}
     assert logged == {f"eval/val/{k}": [(0, pytest.approx(v))] for k, v in rates.items()}
+
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
+
+
+def test_downstream_sets_in_test_program_formats_record_the_test_type():
+    """A HumanEval-layout file as a downstream set (`--format humaneval`): converted rows,
+    graded by test programs in the sandbox, `test_type` "program" in every eval row."""
+    from scalerl.rewards import score_many
+
+    rows = load_eval_prompts(FIX / "humaneval.jsonl", "all", "humaneval")
+    assert [r["prompt_id"] for r in rows][:2] == ["humaneval-HumanEval/901",
+                                                  "humaneval-HumanEval/902"]
+    rows = select_prompts(rows, ["code"], 2)
+    good = ("<think>x</think>```python\ndef running_max(numbers):\n    out = []\n"
+            "    for x in numbers:\n        out.append(max(out[-1], x) if out else x)\n"
+            "    return out\n```")
+    texts = {(rows[0]["prompt_id"], 0): (good, 5, False, False),
+             (rows[0]["prompt_id"], 1): (good.replace("max(", "min("), 5, False, False),
+             (rows[1]["prompt_id"], 0): ("<think>x</think>```python\nimport sys\nsys.exit(0)\n```",
+                                         5, False, False),
+             (rows[1]["prompt_id"], 1): ("<think>x", 5, True, False)}
+    settings = _settings(_run_cfg(), 0)
+    reqs = build_requests(rows, lambda t: [1, 2], settings)
+    out = evaluate_rows(ScriptedEngine(texts), rows, reqs, score_many)
+    assert [(r["test_type"], r["correct"]) for r in out] == [
+        ("program", True), ("program", False), ("program", False), ("program", False)]
+    with pytest.raises(ValueError, match="unknown dataset format"):
+        load_eval_prompts(FIX / "humaneval.jsonl", "all", "humaneva")
+
+
+def test_run_eval_on_a_downstream_set_in_an_upstream_layout(tmp_path, tiny_base):
+    """`scalerl eval --format mbpp`: a math+code run evaluates the code prompts of an MBPP
+    file; the written file is valid and tagged with the set's name and test type."""
+    import torch
+
+    torch.set_num_threads(1)
+    out = tmp_path / "downstream" / "mbpp" / "chunk0.parquet"
+    rates = run_eval(_run_cfg(), tiny_base, 0, FIX / "mbpp.jsonl", out, split="all",
+                     dataset="mbpp", format="mbpp")
+    cols = read_eval_table(out).to_pydict()
+    assert len(cols["run"]) == 2 * 2  # 2 prompts (max_prompts) x 2 samples, code only
+    assert set(cols["dataset"]) == {"mbpp"} and set(cols["task"]) == {"code"}
+    assert set(cols["test_type"]) == {"program"} and "mbpp/code" in rates

@@ -6,6 +6,7 @@ import pytest
 from scalerl.eval.runner import evaluate_rows
 from scalerl.rewards import score_many
 from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.tasks.code_tests import spec_type
 from scalerl.tasks.synthetic import generate_code, generate_math
 
 
@@ -60,7 +61,10 @@ def _serial_rows(rows, texts, requests):
     by_id = {r["prompt_id"]: r for r in rows}
     grades = score_many([by_id[c.request.prompt_id] for c in completions],
                         [c.text for c in completions], workers=1)
-    return [{"task": by_id[c.request.prompt_id]["task"], "prompt_id": c.request.prompt_id,
+    return [{"task": by_id[c.request.prompt_id]["task"],
+             "test_type": spec_type(by_id[c.request.prompt_id].get("tests"))
+             if by_id[c.request.prompt_id]["task"] == "code" else "answer",
+             "prompt_id": c.request.prompt_id,
              "sample_idx": c.request.sample_idx, "reward": 1.0 if g.correct else -1.0,
              "correct": bool(g.correct), "n_tokens": c.n_tokens, "truncated": False,
              "interrupted": c.interrupted, "response": c.text}

@@ -27,6 +27,7 @@ def _rows(k=2, prompts=(("m1", "math"), ("m2", "math"), ("c1", "code")), correct
                 "run": "tiny-m_L48_scalerl_b16x8_s0", "model": "tiny-m", "gen_len": 48,
                 "recipe": "scalerl", "seed": 0, "chunk": 2, "step": 20,
                 "compute_flops": 1.5e12, "compute_device_hours": 0.01, "task": task,
+                "test_type": "answer" if task == "math" else "program",
                 "dataset": "val", "prompt_id": pid, "sample_idx": s,
                 "reward": 1.0 if ok else -1.0, "correct": ok, "n_tokens": 30 + s,
                 "truncated": False, "interrupted": s == 1, "response": f"<think>{s}</think>",
@@ -59,6 +60,8 @@ def test_pass_rates_are_mean_at_k():
         (lambda r: r[0].update(step=21), "one value per file"),
         (lambda r: r[0].update(n_tokens=-1), "negative"),
         (lambda r: r.pop(), "different sample counts"),
+        (lambda r: r[0].update(test_type="program"), "test_type.*not allowed"),  # a math row
+        (lambda r: r[-1].update(test_type="answer"), "not allowed"),  # a code row
     ],
 )
 def test_invariants_are_enforced(change, message):
@@ -87,6 +90,8 @@ def test_wrong_types_nulls_and_metadata_are_rejected():
         validate_eval_table(table.replace_schema_metadata({}))
     with pytest.raises(EvalSchemaError, match="columns"):
         validate_eval_table(table.drop_columns(["dataset"]))
+    with pytest.raises(EvalSchemaError, match="before the test_type column: evaluate"):
+        validate_eval_table(table.drop_columns(["test_type"]))
     nulls = pa.array([None] * table.num_rows, pa.string())
     with pytest.raises(EvalSchemaError, match="nulls"):
         validate_eval_table(table.set_column(table.schema.get_field_index("response"),

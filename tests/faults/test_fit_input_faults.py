@@ -36,7 +36,8 @@ def _eval_file(path: Path, *, run: str, chunk: int, config_hash: str) -> Path:
 
     rows = [dict(run=run, model="tiny-s", gen_len=48, recipe="scalerl", seed=0, chunk=chunk,
                  step=2 * chunk, compute_flops=1e9 * chunk, compute_device_hours=0.1 * chunk,
-                 task=task, dataset="val", prompt_id=f"{task}{p}", sample_idx=j,
+                 task=task, test_type="answer" if task == "math" else "function",
+                 dataset="val", prompt_id=f"{task}{p}", sample_idx=j,
                  reward=1.0 if (p + j + chunk) % 3 else -1.0, correct=bool((p + j + chunk) % 3),
                  n_tokens=10, truncated=False, interrupted=False, response="x")
             for task in ("math", "code") for p in range(3) for j in range(2)]

@@ -1,6 +1,7 @@
 """Code grading: stdin/stdout and function-call harnesses, comparison rules, score() for code."""
 
 import json
+import os
 
 import pytest
 
@@ -104,7 +105,9 @@ def test_score_code_rows_need_a_fenced_block_after_thinking():
 
 
 def test_isolation_mode_is_reported():
-    assert isolation() in ("uid+namespaces", "rlimits-only")
+    expected = ("uid+namespaces+view", "uid+namespaces") if os.geteuid() == 0 else (
+        "rlimits-only",)
+    assert isolation() in expected
 
 
 def test_score_many_runs_identical_programs_once_but_grades_each_row():

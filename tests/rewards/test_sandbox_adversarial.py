@@ -16,11 +16,13 @@ import time
 
 import pytest
 
-from scalerl.rewards import SandboxLimits, check_code, run_python, score
+from scalerl.rewards import SandboxLimits, check_code, isolation, run_python, score
 from scalerl.rewards.sandbox import _UID_BASE, _UID_SLOTS
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="uid isolation needs root")
+# with the filesystem view host paths are absent; as root without it they are not writable
+DENIED = "FileNotFoundError" if isolation() == "uid+namespaces+view" else "PermissionError"
 LIMITS = SandboxLimits(wall_s=2.0, cpu_s=1, memory_mb=256, fsize_mb=1, nproc=8)
 # hidden tests of f(x) = x + 1; the correct body is appended to every attack
 TESTS = json.dumps({"type": "function", "fn_name": "f", "inputs": [[1], [5], [10]],
@@ -128,8 +130,8 @@ def _visible_base() -> str:
 
 @pytest.fixture
 def visible_dir(tmp_path, monkeypatch):
-    """A root-owned directory the sandbox can see: outside /tmp (private in the sandbox) and
-    outside the caller's working directory (hidden), so we move the cwd to tmp_path."""
+    """A root-owned, world-readable host directory outside /tmp and the caller's working
+    directory (absent from the filesystem view; without the view: visible, not writable)."""
     path = tempfile.mkdtemp(prefix=".sbx-victim-", dir=_visible_base())
     os.chmod(path, 0o755)
     monkeypatch.chdir(tmp_path)
@@ -141,7 +143,7 @@ def visible_dir(tmp_path, monkeypatch):
 def test_writing_outside_the_work_dir_is_denied(visible_dir, tmp_path):
     target = os.path.join(visible_dir, "pwned.txt")
     ok, detail = graded(f"open({target!r}, 'w').write('x')\n" + GOOD)
-    assert not ok and "PermissionError" in detail and not os.path.exists(target), detail
+    assert not ok and DENIED in detail and not os.path.exists(target), detail
     # the host's /tmp is not even visible (private tmpfs), and a write there never reaches it
     ok, detail = graded(f"open({str(tmp_path / 'pwned.txt')!r}, 'w').write('x')\n" + GOOD)
     assert not ok and "FileNotFoundError" in detail and not (tmp_path / "pwned.txt").exists()
@@ -159,7 +161,7 @@ def test_deleting_host_files_is_denied(visible_dir):
                    f"import shutil\nshutil.rmtree({visible_dir!r})\n",
                    f"open({victim!r}, 'w').write('')\n"):
         ok, detail = graded(attack + GOOD)
-        assert not ok and "PermissionError" in detail, detail
+        assert not ok and DENIED in detail, detail
     with open(victim) as f:
         assert f.read() == "precious"
 
@@ -175,9 +177,10 @@ def test_parent_environment_is_invisible(monkeypatch):
              "print('\\n'.join(found))\n")
     res = run_python(probe, limits=LIMITS)
     assert res.returncode == 0 and secret not in res.stdout.decode("latin1")
-    if ROOT:  # as root the child also cannot read the parent's /proc entry
+    if ROOT:  # as root the child cannot read the parent's /proc entry (with the view: its
+        # /proc lists only the sandbox uid's processes, so the entry is not even there)
         res = run_python(f"open('/proc/{os.getpid()}/environ').read()", limits=LIMITS)
-        assert b"PermissionError" in res.stderr
+        assert DENIED.encode() in res.stderr
 
 
 @needs_root
@@ -249,7 +252,11 @@ def test_score_grades_attacks_incorrect_through_the_public_api():
     assert (s.correct, s.reward) == (False, -1.0)
 
 
-@needs_root
+needs_view = pytest.mark.skipif(DENIED != "FileNotFoundError", reason="the filesystem view "
+                                "needs root with CAP_SYS_ADMIN (mount namespaces)")
+
+
+@needs_view
 def test_callers_working_directory_is_hidden(monkeypatch):
     # stands in for the project directory, whose results/prompts.parquet holds hidden tests
     project = tempfile.mkdtemp(prefix=".sbx-project-", dir=_visible_base())
@@ -260,6 +267,6 @@ def test_callers_working_directory_is_hidden(monkeypatch):
     monkeypatch.chdir(project)
     try:
         res = run_python(f"import os\nprint(os.listdir({project!r}))", limits=LIMITS)
-        assert res.stdout == b"[]\n", res
+        assert res.returncode == 1 and b"FileNotFoundError" in res.stderr, res
     finally:
         shutil.rmtree(project)

@@ -91,6 +91,8 @@ def test_recipe_overrides_merge_train_then_model_then_recipe_then_sweep():
      "lists 3 chunk length(s) but train.chunks is 2"),
     (lambda d: d.update(models={"bad_name": {"config": {}}}), "name 'bad_name' is not allowed"),
     (lambda d: d["eval"].update(downstream={"aime": {}}), "eval.downstream.aime: path is"),
+    (lambda d: d["eval"].update(downstream={"he": {"path": "x.jsonl", "format": "humanevl"}}),
+     "humanevl"),
 ])
 def test_bad_sweeps_name_the_key(change, expected):
     data = _sweep()

@@ -1,5 +1,6 @@
 """Upstream dataset formats: Polaris "k/n" difficulty, DeepCoder starter code, TACO / APPS
-`input_output` with the one-element-list convention of call-based outputs."""
+`input_output` with the one-element-list convention of call-based outputs, and the
+test-program sets (HumanEval, MBPP, AceCode, KodCode)."""
 
 import json
 from pathlib import Path
@@ -29,6 +30,7 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "datasets"
     ("1/3", (2, 1 / 3)), (3, (3, None)), ("3", (3, None)), (2.0, (2, None)),
     ("EASY", (1, None)), ("VERY_HARD", (5, None)), ("UNKNOWN_DIFFICULTY", (0, None)),
     ("interview", (2, None)), ("competition", (3, None)), (None, (0, None)), ("", (0, None)),
+    ("easy", (1, None)), ("medium", (2, None)), ("hard", (3, None)),  # KodCode gpt_difficulty
 ])
 def test_parse_difficulty(value, expected):
     difficulty, rate = parse_difficulty(value)
@@ -40,7 +42,7 @@ def test_parse_difficulty(value, expected):
 
 
 @pytest.mark.parametrize("value,msg", [
-    ("9/8", "pass count"), ("1/0", "pass count"), ("hard", "must be a number"),
+    ("9/8", "pass count"), ("1/0", "pass count"), ("hardest", "must be a number"),
     (True, "must be a number"), (2.5, "must be an integer"), ("6/8/8", "must be a number"),
 ])
 def test_parse_difficulty_rejects(value, msg):
@@ -143,7 +145,7 @@ def test_format_and_task_must_agree():
     with pytest.raises(ValueError, match="format 'polaris' is a math dataset; set task: math"):
         rows_to_examples([], task="code", source="s", format="polaris")
     with pytest.raises(ValueError, match="unknown dataset format"):
-        rows_to_examples([], task="code", source="s", format="mbpp")
+        rows_to_examples([], task="code", source="s", format="bigcodebench")
     with pytest.raises(ConfigError, match="format: deepcoder is a code dataset; set task: code"):
         SourceConfig(kind="file", path="x.jsonl", format="deepcoder")
     with pytest.raises(TestSpecError, match="unwrap_single"):
@@ -176,3 +178,47 @@ def test_typing_prelude_only_for_programs_using_typing_names():
     assert _with_prelude(plain) == plain
     leet = "class Solution:\n    def f(self, xs: List[int]) -> Optional[int]:\n        pass\n"
     assert _with_prelude(leet) == FUNCTION_PRELUDE + leet
+
+
+def test_test_program_formats_from_their_fixtures():
+    """The hand-written rows of each card's layout become program specs and prompts (the
+    sandbox side is tests/data/test_real_formats_e2e.py)."""
+    ex = load_file(FIX / "humaneval.jsonl", task="code", format="humaneval").examples
+    assert [e.prompt_id for e in ex] == ["humaneval-HumanEval/901", "humaneval-HumanEval/902",
+                                         "humaneval-HumanEval/903", "humaneval-Python/904"]
+    spec = parse_tests(ex[1].tests)
+    assert spec.setup.lstrip().startswith("def encode_rot") and spec.entry_point == "decode_rot"
+    assert ex[1].solution.startswith(spec.setup) and ex[1].solution.endswith("% 26) + ord(\"a\")) for ch in s])\n")
+    mbpp = load_file(FIX / "mbpp.jsonl", task="code", format="mbpp").examples
+    assert mbpp[2].solution.startswith("def second_largest(nums):\r\n")
+    assert "-1, -2" not in parse_tests(mbpp[2].tests).test  # challenge tests are not graded
+    kod = load_file(FIX / "kodcode.jsonl", task="code", format="kodcode").examples
+    assert [e.difficulty for e in kod] == [1, 2, 3]  # gpt_difficulty easy / medium / hard
+    ace = load_file(FIX / "acecode.jsonl", task="code", format="acecode").examples
+    assert ace[0].prompt.startswith("You are tasked with") and ace[0].solution == ""
+    assert ace[1].solution.startswith("Here is a solution:")  # the inference with pass_rate 1
+
+
+def test_test_program_rows_from_parquet_list_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = read_records(FIX / "mbpp.jsonl")
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mbpp.parquet")
+    ex = load_file(tmp_path / "mbpp.parquet", task="code", format="mbpp").examples
+    assert [parse_tests(e.tests).test for e in ex] == [
+        parse_tests(e.tests).test for e in load_file(FIX / "mbpp.jsonl", task="code",
+                                                     format="mbpp").examples]
+
+
+def test_rows_whose_tests_need_third_party_packages_are_malformed():
+    """EvalPlus-style tests that import numpy cannot run in the sandbox (standard library
+    only): the row is an error naming it, or skipped with skip_malformed."""
+    row = {"task_id": "HumanEval/0", "prompt": "def f(x):\n    '''doc'''\n",
+           "canonical_solution": "    return x\n", "entry_point": "f",
+           "test": "import numpy as np\n\ndef check(candidate):\n    assert np.allclose(candidate(1), 1)\n"}
+    with pytest.raises(MalformedRowError, match=r"s row 0: field 'tests'.*'numpy'"):
+        rows_to_examples([row], task="code", source="s", format="humaneval")
+    result = rows_to_examples([row], task="code", source="s", format="humaneval",
+                              skip_malformed=True)
+    assert result.examples == [] and "numpy" in result.skipped[0]

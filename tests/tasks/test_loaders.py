@@ -50,7 +50,7 @@ def test_malformed_rows_error_names_row_and_field_or_are_skipped():
 
 def test_bad_values_and_mappings():
     with pytest.raises(MalformedRowError, match="'difficulty' must be a number"):
-        rows_to_examples([{"problem": "p", "answer": "1", "difficulty": "hard"}], task="math",
+        rows_to_examples([{"problem": "p", "answer": "1", "difficulty": "tough"}], task="math",
                          source="s", columns={"difficulty": "difficulty"})
     with pytest.raises(MalformedRowError, match="field 'tests'"):
         rows_to_examples([{"problem": "p", "tests": "[1, 2]"}], task="code", source="s")

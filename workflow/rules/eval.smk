@@ -39,6 +39,7 @@ rule eval_downstream:
         res("benchmarks", "eval_downstream", "{run}", "{dataset}", "chunk{chunk}.tsv")
     params:
         max_prompts=lambda w: SWEEP.downstream[w.dataset].max_prompts,
+        format=lambda w: SWEEP.downstream[w.dataset].format,
     threads: rule_resources("eval")["threads"]
     resources:
         **job_resources("eval"),
@@ -48,4 +49,5 @@ rule eval_downstream:
         "scalerl eval --config {input.cfg} --checkpoint {input.checkpoint}"
         " --model-config {input.model_cfg} --chunk {wildcards.chunk}"
         " --prompts {input.prompts} --split all --dataset {wildcards.dataset}"
-        " --max-prompts {params.max_prompts} --out {output} > {log} 2>&1"
+        " --max-prompts {params.max_prompts} --format '{params.format}'"
+        " --out {output} > {log} 2>&1"
