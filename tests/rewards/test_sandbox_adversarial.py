@@ -34,8 +34,28 @@ def graded(code: str) -> tuple[bool, str]:
     return check_code(code, TESTS, LIMITS)
 
 
-def sandbox_processes() -> list[int]:
-    """Live (non-zombie) processes owned by any sandbox uid."""
+@pytest.fixture
+def taken_uids(monkeypatch):
+    """The sandbox uids this test's runs take. Other processes on the machine (a concurrent
+    test session, a workflow grading code) run under other uids of the pool, and the checks
+    below must not count their programs."""
+    from scalerl.rewards import sandbox
+
+    taken: set[int] = set()
+    enter = sandbox._UidSlot.__enter__
+
+    def record(slot):
+        out = enter(slot)
+        if slot.uid is not None:
+            taken.add(slot.uid)
+        return out
+
+    monkeypatch.setattr(sandbox._UidSlot, "__enter__", record)
+    return taken
+
+
+def sandbox_processes(uids=None) -> list[int]:
+    """Live (non-zombie) processes owned by a sandbox uid (of `uids`, when given)."""
     pids = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -44,7 +64,8 @@ def sandbox_processes() -> list[int]:
                 state = open(f"/proc/{entry.name}/stat", "rb").read().rsplit(b")", 1)[1].split()[0]
             except (FileNotFoundError, ProcessLookupError):
                 continue
-            if _UID_BASE <= uid < _UID_BASE + _UID_SLOTS and state not in (b"Z", b"X"):
+            in_pool = _UID_BASE <= uid < _UID_BASE + _UID_SLOTS
+            if in_pool and (uids is None or uid in uids) and state not in (b"Z", b"X"):
                 pids.append(int(entry.name))
     return pids
 
@@ -68,7 +89,7 @@ def test_sleeping_past_the_wall_clock_times_out():
 
 
 @needs_root
-def test_fork_bomb_is_capped_and_fully_cleaned_up():
+def test_fork_bomb_is_capped_and_fully_cleaned_up(taken_uids):
     bomb = ("import os\n"
             "while True:\n"
             "    try:\n        os.fork()\n    except OSError:\n        pass\n")
@@ -78,7 +99,7 @@ def test_fork_bomb_is_capped_and_fully_cleaned_up():
     runner.start()
     peak = 0
     while runner.is_alive():  # RLIMIT_NPROC under the sandbox uid caps the bomb
-        peak = max(peak, len(sandbox_processes()))
+        peak = max(peak, len(sandbox_processes(taken_uids)))
         time.sleep(0.05)
     runner.join()
     ok, detail = result[0]
@@ -88,11 +109,11 @@ def test_fork_bomb_is_capped_and_fully_cleaned_up():
     assert peak <= LIMITS.nproc
     # ended by the wall-clock limit (slack for a loaded 2-core CI machine)
     assert time.monotonic() - t0 < LIMITS.wall_s + 15.0
-    assert sandbox_processes() == []
+    assert taken_uids and sandbox_processes(taken_uids) == []
 
 
 @needs_root
-def test_fork_bomb_escaping_the_process_group_is_cleaned_up():
+def test_fork_bomb_escaping_the_process_group_is_cleaned_up(taken_uids):
     # children leave the session (setsid) so killpg alone would miss them; the uid sweep kills them
     bomb = ("import os, time\n"
             "for _ in range(5):\n"
@@ -100,7 +121,7 @@ def test_fork_bomb_escaping_the_process_group_is_cleaned_up():
             "raise SystemExit(0)\n")
     ok, _ = graded(bomb + GOOD)
     assert not ok
-    assert sandbox_processes() == []
+    assert taken_uids and sandbox_processes(taken_uids) == []
 
 
 def test_memory_bomb_fails_inside_the_limit():
