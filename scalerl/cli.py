@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("scalerl.fit.report_cli", "collect fits of a sweep into the scaling report"),
     "predict": ("scalerl.fit.predict_cli", "predict a run's final pass rate and A from its evals so far"),
     "race": ("scalerl.fit.racing", "stop runs of a sweep whose predicted A is clearly below the best"),
+    "watch": ("scalerl.fit.watch", "follow runs while they train: forecasts, verdicts, updated plot"),
 }
 
 
