@@ -332,7 +332,7 @@ def load_groups(paths: Sequence[str | Path] | Inputs, *, compute_col: str | None
     per_sample = "sample_idx" in df.columns or "prompt_id" in df.columns
     ccol = resolve_column(df, compute_col, COMPUTE_COLUMNS, "compute", "--compute-col")
     rcol = resolve_column(df, reward_col, SAMPLE_REWARD_COLUMNS if per_sample else REWARD_COLUMNS,
-                          "reward", "--reward-col")
+                          "reward", "--metric")
     if group_by is None:
         group_by = [c for c in DEFAULT_GROUP_COLUMNS if c in df.columns
                     and df[c].nunique(dropna=False) > 1]
