@@ -20,7 +20,9 @@ It exits (status 0) once every run has reached its final compute and was forecas
 points, or after `--max-polls` polls. Ctrl-C stops it between two polls or in a refit; both
 files are always whole (the last refit's), and it exits with status 130. An input that cannot
 be read yet (not created yet, no event file, the metric not logged yet) is reported once and
-read again at the next poll; TensorBoard run directories that appear later are picked up.
+read again at the next poll; TensorBoard run directories that appear later are picked up. A
+CSV is read whole at every poll: its writer should append whole lines (TensorBoard and MLflow
+need no such care).
 
 Deliberately left out: notifications and stopping runs itself (it says which to stop).
 """
@@ -90,8 +92,11 @@ class Watch:
         for curve in curves:
             key = (curve.run, curve.task)
             state = (int(curve.compute.size), float(curve.compute[-1]))
-            final = final_compute_of(curve, final_compute=self.args.final_compute,
-                                     final_step=self.args.final_step)
+            try:
+                final = final_compute_of(curve, final_compute=self.args.final_compute,
+                                         final_step=self.args.final_step)
+            except ValueError:  # e.g. only step 0 so far: no compute per step yet
+                continue
             if reached_final(curve, final):
                 self.finished.add(key)
             if self.seen.get(key) == state:
