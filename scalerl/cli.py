@@ -23,8 +23,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("scalerl.eval.cli", "evaluate a checkpoint on held-out prompts into Parquet"),
     "fit": ("scalerl.fit.cli", "fit sigmoidal compute-performance curves and extrapolate"),
     "report": ("scalerl.fit.report_cli", "collect fits of a sweep into the scaling report"),
-    "predict": ("scalerl.fit.predict_cli", "predict a run's final pass rate and A from its evals so far"),
+    "predict": ("scalerl.fit.predict_cli", "predict runs' final value and A from their logs or evals so far"),
     "race": ("scalerl.fit.racing", "stop runs of a sweep whose predicted A is clearly below the best"),
+    "watch": ("scalerl.fit.watch", "follow runs while they train: forecasts, verdicts, updated plot"),
 }
 
 

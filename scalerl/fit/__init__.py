@@ -9,7 +9,9 @@ fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `rep
 (binomial standard errors, weights, the noise floor), `collapse` (runs that rise then fall),
 `predict` + `predict_cli` (final pass rate and A from a run's evals so far), `racing` (stop
 runs whose A is clearly below the best's; `scalerl race`), `backtest` (error of those
-predictions against finished runs).
+predictions against finished runs, and of the persistence forecast), `logs` (TensorBoard event
+files and MLflow stores as tables), `forecast` (predictions and verdicts for the runs of any
+log), `watch` (`scalerl watch`: follow runs while they train).
 """
 
 from scalerl.fit.compare import Curve, refit_common_a

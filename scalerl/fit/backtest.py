@@ -10,6 +10,17 @@ path)` the absolute error against the compute fraction, one line per run and for
 vs power law (matplotlib Agg). `finals_from_records(records)` takes the observed finals from
 fit.json records (the last point of each curve) for `scalerl.fit.report`.
 
+Skill: a forecast is only worth having if it beats assuming the run stays where it is. Every
+prediction row carries the reward observed when it was made (`latest_reward`, the
+persistence or last-value forecast); the table adds persistence_error / persistence_abs_error
+and the summary, per form and fraction, the persistence forecast's median and p90 absolute
+error and `error_ratio` = median abs. error / persistence's (< 1: the forecast is better).
+Prediction files without `latest_reward` give NaN there.
+
+`backtest_curve(compute, reward, ...)` backtests one finished curve from any log (`scalerl
+predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from the points up to
+each fraction of its final compute, scored against its last point.
+
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
 samples, `scalerl.fit.noise`): errors below that are not resolvable, and a curve interval
 (which excludes that noise) covers it less often than its nominal level.
@@ -32,9 +43,10 @@ import pandas as pd  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
 __all__ = ["backtest_table", "backtest_summary", "plot_backtest", "finals_from_records",
-           "backtest_markdown", "DEFAULT_BINS"]
+           "backtest_markdown", "backtest_curve", "DEFAULT_BINS", "DEFAULT_FRACTIONS"]
 
 DEFAULT_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
+DEFAULT_FRACTIONS = (0.25, 0.5, 0.75)
 FORM_COLOURS = {"sigmoid": "C1", "power_law": "C2"}
 
 
@@ -54,6 +66,10 @@ def backtest_table(predictions: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFr
     table["abs_error"] = table["error"].abs()
     table["covered"] = (table["predicted_final_lo"] <= table["observed_final"]) \
         & (table["observed_final"] <= table["predicted_final_hi"])
+    latest = table["latest_reward"].astype(float) if "latest_reward" in table.columns \
+        else np.nan
+    table["persistence_error"] = latest - table["observed_final"]
+    table["persistence_abs_error"] = table["persistence_error"].abs()
     return table.sort_values(["run", "task", "form", "compute_fraction"]).reset_index(drop=True)
 
 
@@ -66,9 +82,24 @@ def backtest_summary(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) 
         rows.append({"form": form, "fraction_bin": str(interval), "n": int(len(sub)),
                      "median_abs_error": float(sub["abs_error"].median()),
                      "p90_abs_error": float(sub["abs_error"].quantile(0.9)),
-                     "coverage": float(sub["covered"].mean())})
+                     "coverage": float(sub["covered"].mean()), **_skill(sub)})
     return pd.DataFrame(rows, columns=["form", "fraction_bin", "n", "median_abs_error",
-                                       "p90_abs_error", "coverage"])
+                                       "p90_abs_error", "coverage", *SKILL_COLUMNS])
+
+
+SKILL_COLUMNS = ("persistence_median_abs_error", "persistence_p90_abs_error", "error_ratio")
+
+
+def _skill(sub: pd.DataFrame) -> dict:
+    """The persistence forecast's median / p90 absolute error and the forecast's error ratio."""
+    pers = sub["persistence_abs_error"].dropna() if "persistence_abs_error" in sub.columns \
+        else pd.Series(dtype=float)
+    if pers.empty:
+        return dict.fromkeys(SKILL_COLUMNS, float("nan"))
+    med = float(pers.median())
+    ratio = float(sub["abs_error"].median()) / med if med > 0 else float("nan")
+    return {"persistence_median_abs_error": med,
+            "persistence_p90_abs_error": float(pers.quantile(0.9)), "error_ratio": ratio}
 
 
 def backtest_markdown(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> str:
@@ -77,14 +108,27 @@ def backtest_markdown(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS)
     lines = ["", "## Prediction backtest", "",
              f"{table['run'].nunique()} finished run(s): predictions of the final pass rate "
              "made at a fraction of the compute (`scalerl predict`) against the observed final."
-             " coverage: share of intervals containing the observed final.", "",
+             " coverage: share of intervals containing the observed final. persistence: the "
+             "last-value forecast (the run stays at the reward observed when predicting); "
+             "ratio = median abs. error / persistence's (< 1: the forecast is better).", "",
              "| form | compute fraction | predictions | median abs. error | p90 abs. error "
-             "| coverage |", "|---|---|---|---|---|---|"]
+             "| coverage | persistence median | persistence p90 | ratio |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         lines.append(f"| {r['form']} | {r['fraction_bin']} | {r['n']} | "
                      f"{r['median_abs_error']:.3f} | {r['p90_abs_error']:.3f} | "
-                     f"{r['coverage']:.0%} |")
+                     f"{_pct(r['coverage'])} | {_num(r['persistence_median_abs_error'])} | "
+                     f"{_num(r['persistence_p90_abs_error'])} | "
+                     f"{_num(r['error_ratio'], '.2f')} |")
     return "\n".join(lines) + "\n"
+
+
+def _num(value: float, spec: str = ".3f") -> str:
+    return "n/a" if not np.isfinite(value) else format(value, spec)
+
+
+def _pct(value: float) -> str:
+    return "n/a" if not np.isfinite(value) else f"{value:.0%}"
 
 
 def plot_backtest(table: pd.DataFrame, path: str | Path, title: str = "") -> None:
@@ -123,3 +167,30 @@ def finals_from_records(records: Sequence[dict]) -> pd.DataFrame:
         rows.append({"run": str(values["run"]), "task": str(values.get("task", "math")),
                      "observed_final": float(r["points"]["reward"][-1])})
     return pd.DataFrame(rows, columns=["run", "task", "observed_final"])
+
+
+def backtest_curve(compute, reward, *, run: str, task: str, config=None,
+                   fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                   forms: Sequence[str] | None = None) -> tuple[list[dict], dict]:
+    """Prediction rows (PREDICTIONS_SCHEMA) of one finished curve at each fraction of its
+    final compute (from the points with compute <= fraction x final; chunk = the index of the
+    latest of them), and its finals row {run, task, observed_final}: the last point."""
+    from scalerl.fit.predict import FORMS, predict_final, prediction_rows
+
+    c = np.asarray(compute, float).ravel()
+    y = np.asarray(reward, float).ravel()
+    order = np.argsort(c, kind="stable")
+    c, y = c[order], y[order]
+    final = float(c[-1])
+    if final <= 0:
+        raise ValueError(f"{run} {task}: the last point is at compute {final}; a backtest "
+                         "needs a finished curve")
+    rows = []
+    for fraction in fractions:
+        upto = int(np.searchsorted(c, fraction * final * (1 + 1e-12), side="right"))
+        if upto == 0:
+            continue
+        preds = predict_final(c[:upto], y[:upto], final, config, forms=forms or FORMS)
+        rows += prediction_rows(run, task, upto - 1, float(c[upto - 1]), final, preds,
+                                latest_reward=float(y[upto - 1]))
+    return rows, {"run": str(run), "task": str(task), "observed_final": float(y[-1])}

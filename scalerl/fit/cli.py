@@ -1,8 +1,10 @@
 """`scalerl fit INPUT... --out DIR`: fit sigmoidal compute-performance curves.
 
-INPUT: Parquet or CSV files (or directories of them), concatenated: one row per evaluation
-point, scalerl's per-sample eval Parquet (averaged to pass rates), or a CSV exported from
-other logs such as a W&B history (see `scalerl.fit.inputs`).
+INPUT: TensorBoard log directories, MLflow stores (.db, mlruns, URI; --experiment / --run-id
+select runs), Parquet or CSV files (or directories of them): one row per evaluation point,
+scalerl's per-sample eval Parquet (averaged to pass rates), or a CSV exported from other logs
+such as a W&B history or chart export (see `scalerl.fit.inputs`). Each input is one run
+(NAME=INPUT names it) unless its rows carry a run column.
 
 Output layout (all files written atomically):
     DIR/fit.json, DIR/curve.png            when there is one curve and no grouping
@@ -13,7 +15,8 @@ Output layout (all files written atomically):
 
 fit.json keys: A, B, C_mid, R0, r0_source, r2, sse, n_points, n_excluded, cutoff, status
 ("ok", or "collapsed": the reward fell well below its peak; fitted up to the peak, `collapse`
-holds the peak), collapse, weighting (none | binomial: 1 / se^2 weights from the samples),
+holds the peak), collapse, weighting (none | binomial: 1 / se^2 weights from the samples |
+noise: 1 / s^2 from the curve's local noise),
 compute_col, reward_col, converged, warnings, intervals {A, B, C_mid: [lo, hi], ...},
 power_law {A, D, B, r2, ...}, extrapolation {fraction, max_abs_error, mean_abs_error,
 predicted_final, observed_final, ...}, budget {C_50, C_75, C_90, C_95}, grid, points
@@ -35,10 +38,10 @@ import numpy as np
 
 from scalerl.config import ConfigError, key_value, load_mapping
 from scalerl.fit.curve import CollapseError, fit_curve
-from scalerl.fit.inputs import group_slug, load_groups
+from scalerl.fit.inputs import Inputs, group_slug, load_groups
 from scalerl.fit.plots import plot_combined, plot_curve
 from scalerl.fit.report import fits_frame, fits_markdown
-from scalerl.fit.sigmoid import FitConfig
+from scalerl.fit.sigmoid import WEIGHTINGS, FitConfig
 from scalerl.utils.io import write_json_atomic, write_text_atomic
 from scalerl.utils.log import progress
 
@@ -54,12 +57,18 @@ _FLAG_TO_FIELD = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="Parquet/CSV files or dirs")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TensorBoard dirs, MLflow "
+                        "stores, Parquet/CSV files or dirs; NAME=INPUT names a run")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--compute-col", help="compute column (auto: compute, "
                         "compute_device_hours, compute_flops, step, _step, ...)")
-    parser.add_argument("--reward-col", help="reward column (auto: pass_rate, correct, "
-                        "accuracy, reward, ...; per-sample evals: correct)")
+    parser.add_argument("--reward-col", "--metric", dest="reward_col", help="reward column, "
+                        "TensorBoard tag or MLflow metric (auto: pass_rate, correct, accuracy, "
+                        "reward, ...; per-sample evals: correct)")
+    parser.add_argument("--experiment", action="append", default=[], metavar="NAME",
+                        help="MLflow: only the runs of this experiment (repeatable)")
+    parser.add_argument("--run-id", action="append", default=[], metavar="ID",
+                        help="MLflow: only this run (repeatable)")
     parser.add_argument("--group-by", help="comma-separated columns, one curve per value "
                         "combination (default: run and task when they vary)")
     parser.add_argument("--r0", type=float, help="base-model reward R0 (default: the compute-0 "
@@ -92,9 +101,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cmid-spacing", choices=("auto", "linear", "log"),
                         help="C_mid grid spacing (auto: log when the range spans >= 100x)")
     parser.add_argument("--no-power-law", action="store_true", help="skip the power-law fit")
-    parser.add_argument("--weighting", choices=("none", "binomial"),
-                        help="point weights: none (default, the paper's) or binomial (1 / se^2, "
-                             "se = sqrt(p (1 - p) / n); needs per-sample evals)")
+    parser.add_argument("--weighting", choices=WEIGHTINGS,
+                        help="point weights: none (default, the paper's), binomial (1 / se^2, "
+                             "se = sqrt(p (1 - p) / n); needs per-sample evals) or noise (1 / "
+                             "s^2, s the curve's local noise; for logs without n)")
     parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="copied into fit.json 'meta' (repeatable), e.g. --meta recipe=cispo")
@@ -164,7 +174,8 @@ def run(args: argparse.Namespace) -> int:
     meta_extra = parse_meta(args.meta)
     group_by = [c.strip() for c in args.group_by.split(",") if c.strip()] \
         if args.group_by else None
-    groups, info = load_groups(args.inputs, compute_col=args.compute_col,
+    inputs = Inputs(args.inputs, experiments=args.experiment, run_ids=args.run_id)
+    groups, info = load_groups(inputs, compute_col=args.compute_col,
                                reward_col=args.reward_col, group_by=group_by)
     out = Path(args.out)
     single = len(groups) == 1 and not groups[0].key

@@ -14,7 +14,7 @@
 
 Weights: with `FitConfig.weighting = "binomial"` every step above is weighted least squares
 with w = 1 / se^2 (`scalerl.fit.noise`), which needs `n_samples`, the graded samples behind
-each point. Collapse: a curve that rose and then fell well below its peak
+each point; with "noise", w = 1 / s^2 from the curve's own local noise (no n needed). Collapse: a curve that rose and then fell well below its peak
 (`scalerl.fit.collapse`, `FitConfig.collapse_drop`) gets `status = "collapsed"` with its peak
 and is fitted only up to the peak (later points: status "after_peak"); with fewer than 4
 points up to the peak it raises `CollapseError`. Other curves have `status = "ok"`.
@@ -32,7 +32,7 @@ import numpy as np
 from scalerl import __version__
 from scalerl.fit.bootstrap import bootstrap_intervals
 from scalerl.fit.collapse import detect_collapse
-from scalerl.fit.noise import binomial_weights
+from scalerl.fit.noise import binomial_weights, local_noise_weights
 from scalerl.fit.powerlaw import PowerLawFit, fit_power_law
 from scalerl.fit.sigmoid import (
     MIN_POINTS,
@@ -102,6 +102,8 @@ def point_weights(compute, reward, n_samples, config: FitConfig) -> np.ndarray |
     None for plain least squares."""
     if config.weighting == "none":
         return None
+    if config.weighting == "noise":
+        return local_noise_weights(reward)
     if n_samples is None or not np.all(np.isfinite(np.asarray(n_samples, float))):
         raise FitError("weighting = binomial needs the number of graded samples behind each "
                        "point (a per-sample eval Parquet with a 0/1 `correct` column); use "

@@ -1,6 +1,12 @@
-"""Read curves to fit from Parquet/CSV: evaluation points, per-sample evals or foreign logs.
+"""Read curves to fit from any run's logs: tables, TensorBoard event files, MLflow stores.
 
-Accepted inputs (several files are concatenated; a directory means its *.parquet/*.csv files):
+Accepted inputs (an input = a file, a directory, or a store; several are concatenated):
+- TensorBoard log directories (any directory holding `events.out.tfevents.*` files, at any
+  depth) and MLflow tracking stores (a `.db` file, an `mlruns` directory or a tracking URI),
+  read by `scalerl.fit.logs` into the same tables: one row per run and step, columns `run`,
+  `step`, `wall_time` (seconds since the run's first value) and one per metric (`--metric`
+  picks the reward, `--compute-col` step, wall_time or another metric);
+- Parquet/CSV files, or a directory of them (its *.parquet/*.csv files, concatenated):
 - one row per evaluation point (any framework): a compute column and a reward column;
 - the per-sample eval Parquet of scalerl (`scalerl/eval/schema.py`: run, model, gen_len,
   recipe, seed, chunk, step, compute_flops, compute_device_hours, task, prompt_id, sample_idx,
@@ -11,7 +17,16 @@ Accepted inputs (several files are concatenated; a directory means its *.parquet
   W&B's wall-time columns can be the compute axis: `_runtime` (seconds since the run
   started) is used as is, `_timestamp` (Unix seconds) as seconds since its first value in the
   group. A metric that rises and then falls (a collapsed run) is read like any other; the fit
-  reports it (`scalerl.fit.collapse`).
+  reports it (`scalerl.fit.collapse`);
+- a W&B chart's "Export CSV" (columns `Step`, `<run> - <metric>`, `<run> - <metric>__MIN`,
+  `<run> - <metric>__MAX`): melted to one row per run and step (`run`, `step`, `<metric>`;
+  the __MIN/__MAX columns of a smoothed or grouped chart are dropped).
+
+Runs: each input is one named run unless its rows say otherwise: a table without a `run`
+column gets one, named `NAME` for an input given as `NAME=PATH`, else the file's stem or the
+directory's name (a TensorBoard directory of several runs: each sub-directory's relative
+path, `NAME/<path>` when named; an MLflow store: its runs' names, `NAME/<run>` when named). Two inputs with the same name are an error naming both. `Inputs`
+holds the readers, so `scalerl watch` re-reads TensorBoard logs incrementally.
 
 Noise: every point carries `stderr`, the binomial standard error sqrt(p (1 - p) / n) of its
 pass rate (n = samples averaged, `scalerl.fit.noise`), when the reward is 0/1 per sample (a
@@ -27,7 +42,10 @@ Files pooled into one curve must come from one run: when they disagree on the `r
 on the `scalerl.config_hash` of their Parquet metadata (an eval file of another run, or of an
 older config of this one, given by mistake), `InputError` names both files and the fix.
 
-Deliberately left out: reading W&B or TensorBoard directly (export a CSV).
+Every curve also carries the step of each point (`PointGroup.step`) when the table has a
+step column (`STEP_COLUMNS`), so a final step can be turned into a final compute.
+
+Deliberately left out: reading W&B's own run files directly (export a CSV).
 """
 
 from __future__ import annotations
@@ -41,12 +59,15 @@ import pandas as pd
 
 from scalerl.fit.noise import binomial_se
 
-__all__ = ["InputError", "PointGroup", "read_tables", "load_groups", "resolve_column",
-           "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS"]
+__all__ = ["InputError", "PointGroup", "Inputs", "read_tables", "load_groups",
+           "resolve_column", "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS",
+           "STEP_COLUMNS"]
 
 COMPUTE_COLUMNS = ("compute", "compute_device_hours", "compute_gpu_hours", "gpu_hours",
                    "device_hours", "compute_flops", "flops", "step", "_step", "global_step",
-                   "_runtime", "_timestamp")
+                   "_runtime", "_timestamp", "wall_time")
+STEP_COLUMNS = ("step", "_step", "global_step", "trainer/global_step")
+WALL_CLOCK_COLUMNS = ("_timestamp", "wall_time")  # made relative to each group's first value
 REWARD_COLUMNS = ("pass_rate", "correct", "accuracy", "acc", "reward_mean", "mean_reward",
                   "reward")
 SAMPLE_REWARD_COLUMNS = ("correct", "reward")
@@ -69,6 +90,7 @@ class PointGroup:
     meta: dict  # constant values of META_COLUMNS within the group
     notes: tuple[str, ...]
     stderr: np.ndarray | None = None  # [N] binomial se of each point; NaN where unknown
+    step: np.ndarray | None = None  # [N] step of each point (largest), None without a step
 
 
 def _plain(v):
@@ -86,7 +108,8 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
         if p.is_dir():
             found = sorted(q for q in p.iterdir() if _kind(q))
             if not found:
-                raise InputError(f"directory {p} holds no .parquet or .csv file")
+                raise InputError(f"directory {p} holds no .parquet or .csv file (nor "
+                                 "TensorBoard event files)")
             files.extend(found)
         elif not p.exists():
             raise FileNotFoundError(f"input {p} does not exist")
@@ -106,25 +129,121 @@ def _kind(path: Path) -> str | None:
     return None
 
 
+def _read_file(path: Path) -> pd.DataFrame:
+    kind = _kind(path)
+    if kind == "parquet":
+        return pd.read_parquet(path)
+    if kind == "csv":
+        return melt_wandb_chart(pd.read_csv(path, sep="\t" if path.name.endswith(".tsv")
+                                            else ","))
+    raise InputError(f"{path}: unknown format; give .parquet or .csv files, a TensorBoard log "
+                     "directory or an MLflow store")
+
+
+def melt_wandb_chart(df: pd.DataFrame) -> pd.DataFrame:
+    """A W&B chart export (`Step`, `<run> - <metric>`[__MIN|__MAX]) -> run, step, metric
+    columns; any other table is returned as is."""
+    if "Step" not in df.columns:
+        return df
+    series = [c for c in df.columns if " - " in str(c) and not str(c).endswith(("__MIN",
+                                                                              "__MAX"))]
+    if not series:
+        return df
+    parts = []
+    for col in series:
+        run, metric = str(col).rsplit(" - ", 1)
+        part = pd.DataFrame({"run": run, "step": df["Step"], metric: df[col]})
+        parts.append(part[part[metric].notna()])
+    return pd.concat(parts, ignore_index=True)
+
+
 def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
     """Concatenate Parquet and CSV files (union of columns)."""
     frames, sources = [], []
     for path in _expand(paths):
-        kind = _kind(path)
-        if kind == "parquet":
-            frames.append(pd.read_parquet(path))
-        elif kind == "csv":
-            frames.append(pd.read_csv(path, sep="\t" if path.name.endswith(".tsv") else ","))
-        else:
-            raise InputError(f"{path}: unknown format; give .parquet or .csv files")
+        frames.append(_read_file(path))
         sources.append((str(path), len(frames[-1])))
-    hashes = [_config_hash(path) for path, _ in sources]
+    return _concat(frames, sources, [_config_hash(path) for path, _ in sources], paths)
+
+
+def _concat(frames, sources, hashes, paths) -> pd.DataFrame:
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     df.attrs["scalerl.sources"] = sources  # (file, n rows) in concat order, for error messages
     df.attrs["scalerl.config_hashes"] = hashes  # per source: Parquet metadata, else None
     if df.empty:
         raise InputError(f"the input ({', '.join(map(str, paths))}) has no rows")
     return df
+
+
+def _split_name(spec: str) -> tuple[str | None, str]:
+    """'NAME=PATH' -> (NAME, PATH) when PATH exists (or is a URI) and spec itself does not."""
+    name, sep, rest = str(spec).partition("=")
+    if sep and name and not Path(spec).exists() and "/" not in name and ":" not in name \
+            and (Path(rest).exists() or "://" in rest or rest.startswith(("sqlite:", "file:"))):
+        return name, rest
+    return None, str(spec)
+
+
+class Inputs:
+    """The inputs of one command (see the module docstring), each read by its own reader.
+
+    `experiments`, `run_ids`: which runs of an MLflow store (default: all of its runs)."""
+
+    def __init__(self, specs: Sequence[str | Path], *, experiments: Sequence[str] = (),
+                 run_ids: Sequence[str] = ()):
+        if not specs:
+            raise InputError("no input files given")
+        self.specs = [str(s) for s in specs]
+        self.sources: list[tuple[str, str, str, object]] = []  # (spec, name, kind, reader)
+        for spec in self.specs:
+            name, target = _split_name(spec)
+            self.sources.append(self._source(spec, name, target, experiments, run_ids))
+
+    @staticmethod
+    def _source(spec, name, target, experiments, run_ids):
+        from scalerl.fit import logs
+
+        uri = logs.mlflow_uri(target)
+        if uri is not None:
+            return spec, name or "", "mlflow", logs.MlflowStore(
+                uri, name or "", experiments=experiments, run_ids=run_ids)
+        path = Path(target)
+        if not path.exists():
+            raise FileNotFoundError(f"input {target} does not exist")
+        default = path.name.split(".")[0] if path.is_file() else path.resolve().name
+        if path.is_dir() and logs.tensorboard_runs(path):
+            return spec, name or default, "tensorboard", logs.TensorBoardLog(path, name)
+        return spec, name or default, "table", _expand([path])
+
+    def read(self, wanted: Sequence[str] | None = None) -> pd.DataFrame:
+        """All inputs as one table; tables get a `run` column from their input's name.
+        `wanted`: the metric columns needed (trackers then read only those, when present)."""
+        frames, sources, hashes, owner = [], [], [], {}
+        for spec, name, kind, reader in self.sources:
+            if kind == "table":
+                for path in reader:
+                    frame = _read_file(path)
+                    if "run" not in frame.columns:
+                        frame = frame.assign(run=name)
+                        _claim(owner, name, spec)
+                    frames.append(frame)
+                    sources.append((str(path), len(frame)))
+                    hashes.append(_config_hash(str(path)))
+                continue
+            frame = reader.read(wanted)
+            for run in frame["run"].unique():
+                _claim(owner, str(run), spec)
+            frames.append(frame)
+            sources.append((spec, len(frame)))
+            hashes.append(None)
+        return _concat(frames, sources, hashes, self.specs)
+
+
+def _claim(owner: dict, run: str, spec: str) -> None:
+    other = owner.setdefault(run, spec)
+    if other != spec:
+        raise InputError(f"inputs {other} and {spec} both give run {run!r}; name them "
+                         f"apart: NAME=PATH (e.g. {run}-2={spec})")
 
 
 def _config_hash(path: str) -> str | None:
@@ -203,15 +322,17 @@ def _where(df: pd.DataFrame, index: int) -> str:
     return f"row {index}"
 
 
-def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
+def load_groups(paths: Sequence[str | Path] | Inputs, *, compute_col: str | None = None,
                 reward_col: str | None = None, group_by: Sequence[str] | None = None,
                 ) -> tuple[list[PointGroup], dict]:
-    """Read inputs and return one `PointGroup` per curve plus {compute_col, reward_col, ...}."""
-    df = read_tables(paths)
+    """Read inputs (specs, or an `Inputs` to re-read) and return one `PointGroup` per curve
+    plus {compute_col, reward_col, ...}."""
+    inputs = paths if isinstance(paths, Inputs) else Inputs(paths)
+    df = inputs.read([c for c in (reward_col, compute_col) if c] or None)
     per_sample = "sample_idx" in df.columns or "prompt_id" in df.columns
     ccol = resolve_column(df, compute_col, COMPUTE_COLUMNS, "compute", "--compute-col")
     rcol = resolve_column(df, reward_col, SAMPLE_REWARD_COLUMNS if per_sample else REWARD_COLUMNS,
-                          "reward", "--reward-col")
+                          "reward", "--metric")
     if group_by is None:
         group_by = [c for c in DEFAULT_GROUP_COLUMNS if c in df.columns
                     and df[c].nunique(dropna=False) > 1]
@@ -250,6 +371,10 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
     table["_compute"] = compute[keep].to_numpy(float)
     table["_reward"] = reward[keep].to_numpy(float)
     table["_row"] = np.flatnonzero(keep)  # position in df (its sources), for _check_one_run
+    scol = ccol if ccol in STEP_COLUMNS else next((c for c in STEP_COLUMNS if c in df.columns),
+                                                  None)
+    if scol is not None:
+        table["_step_value"] = pd.to_numeric(df.loc[keep, scol], errors="coerce").to_numpy(float)
     binary = bool(table["_reward"].isin((0.0, 1.0)).all())
     groups = []
     grouped = table.groupby(list(group_by), dropna=False, sort=True) if group_by else [((), table)]
@@ -257,9 +382,11 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
         key_values = key_values if isinstance(key_values, tuple) else (key_values,)
         key = {c: _plain(v) for c, v in zip(group_by, key_values)}
         _check_one_run(df, sub["_row"].to_numpy(), key)
-        if ccol == "_timestamp":  # Unix seconds -> seconds since the group's first row
+        if ccol in WALL_CLOCK_COLUMNS:  # clock seconds -> seconds since the group's first row
             sub = sub.assign(_compute=sub["_compute"] - sub["_compute"].min())
         points = sub.groupby("_compute", sort=True)["_reward"].agg(["mean", "size"])
+        step = sub.groupby("_compute", sort=True)["_step_value"].max().to_numpy(float) \
+            if scol is not None else None
         if binary and per_sample:
             stderr = binomial_se(points["mean"].to_numpy(float), points["size"].to_numpy(float))
         else:
@@ -269,7 +396,7 @@ def load_groups(paths: Sequence[str | Path], *, compute_col: str | None = None,
         groups.append(PointGroup(key=key, compute=points.index.to_numpy(float),
                                  reward=points["mean"].to_numpy(float),
                                  n_rows=points["size"].to_numpy(int), meta=meta,
-                                 notes=tuple(notes), stderr=stderr))
+                                 notes=tuple(notes), stderr=stderr, step=step))
     info = {"compute_col": ccol, "reward_col": rcol, "per_sample": per_sample,
-            "group_by": list(group_by), "n_rows": int(len(df))}
+            "group_by": list(group_by), "n_rows": int(len(df)), "step_col": scol}
     return groups, info

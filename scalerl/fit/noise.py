@@ -15,6 +15,19 @@ The binomial se treats the n samples as independent. Samples of one prompt are c
 (an easy prompt is solved by all its samples), so with k > 1 samples per prompt the true se
 lies between sqrt(p (1 - p) / n) and the per-prompt se; the binomial one is a floor.
 
+The curve's own noise, for logs that do not say how a value was measured (a per-step training
+reward of 8 rollouts, an eval of unknown size): `noise_sd(y)` estimates the per-point noise
+standard deviation from second differences, 1.4826 median |d2 y| / sqrt(6) (robust to outliers
+and blind to a locally linear trend; the plain sd of d2 / sqrt(6) when more than half the d2
+are 0, as in quantised rewards); `smoothing_window(y)` is the odd running-mean window whose
+mean has noise sd <= `SMOOTHING_TARGET_SD` (0.01, half the paper's seed-to-seed spread of A),
+at least 3 and at most a fifth of the points (so a peak and a fall both span windows);
+`running_mean(y, w)` the means of the full windows. `local_noise_weights(y)` gives fit weights
+1 / s_j^2 from a local noise estimate s_j (rolling mean of d2^2 / 6 over max(2 w + 1, N / 4)
+points: wide enough that equal noise gives near-equal weights; floored at a tenth of its
+median so a quiet stretch does not take all the weight), scaled to mean 1:
+`FitConfig.weighting = "noise"`.
+
 Deliberately left out: the per-prompt (cluster) standard error and Bayesian intervals.
 """
 
@@ -25,7 +38,10 @@ import dataclasses
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["binomial_se", "binomial_weights", "noise_floor", "NoiseFloor"]
+__all__ = ["binomial_se", "binomial_weights", "noise_floor", "NoiseFloor", "noise_sd",
+           "smoothing_window", "running_mean", "local_noise_weights", "SMOOTHING_TARGET_SD"]
+
+SMOOTHING_TARGET_SD = 0.01  # noise sd of a smoothed point (half the paper's A spread 0.02)
 
 
 def binomial_se(pass_rate, n_samples, *, clip: bool = False) -> np.ndarray:
@@ -74,3 +90,54 @@ def noise_floor(pass_rate: float, n_samples: int, confidence: float = 0.95) -> N
     z = float(norm.ppf(0.5 + confidence / 2))
     return NoiseFloor(float(pass_rate), int(n_samples), se, z * se, z * np.sqrt(2.0) * se,
                       confidence)
+
+
+# -- the curve's own noise ------------------------------------------------------------------
+
+def noise_sd(reward) -> float:
+    """Per-point noise sd of a curve from its second differences (0.0 for < 3 points)."""
+    y = np.asarray(reward, dtype=float).ravel()
+    if y.size < 3:
+        return 0.0
+    d2 = np.diff(y, 2)  # [N - 2]; var(d2) = 6 sd^2 for independent noise on a linear trend
+    sd = 1.4826 * float(np.median(np.abs(d2))) / np.sqrt(6.0)
+    if sd == 0.0:  # quantised values (k / 8): most d2 are exactly 0
+        sd = float(np.std(d2)) / np.sqrt(6.0)
+    return sd
+
+
+def smoothing_window(reward, target_sd: float = SMOOTHING_TARGET_SD) -> int:
+    """Odd window w: smallest with noise_sd / sqrt(w) <= target_sd, within [3, N / 5]."""
+    y = np.asarray(reward, dtype=float).ravel()
+    need = int(np.ceil((noise_sd(y) / target_sd) ** 2))
+    cap = max(3, y.size // 5)
+    w = min(max(need, 3), cap)
+    return w if w % 2 else w - 1 if w > 3 else 3
+
+
+def running_mean(reward, window: int) -> np.ndarray:
+    """Means of the full windows: [N - window + 1] (entry k covers points k .. k + window - 1)."""
+    y = np.asarray(reward, dtype=float).ravel()
+    if window > y.size:
+        return np.array([y.mean()]) if y.size else y
+    csum = np.concatenate([[0.0], np.cumsum(y)])
+    return (csum[window:] - csum[:-window]) / window
+
+
+def local_noise_weights(reward) -> np.ndarray:
+    """Fit weights 1 / s_j^2 from the local noise s_j of the curve, mean 1: [N]."""
+    y = np.asarray(reward, dtype=float).ravel()
+    if y.size < 5:
+        return np.ones_like(y)
+    e = np.diff(y, 2) ** 2 / 6.0  # [N - 2] noise variance estimates at points 1 .. N-2
+    e = np.concatenate([[e[0]], e, [e[-1]]])  # [N]: ends take their neighbour's
+    width = min(max(2 * smoothing_window(y) + 1, y.size // 4), y.size)
+    kernel = np.ones(width) / width
+    padded = np.pad(e, (width // 2, width - 1 - width // 2), mode="edge")
+    var = np.convolve(padded, kernel, mode="valid")  # [N] rolling mean of d2^2 / 6
+    positive = var[var > 0]
+    if positive.size == 0:
+        return np.ones_like(y)
+    var = np.maximum(var, 0.1 * float(np.median(positive)))
+    w = 1.0 / var
+    return w / w.mean()

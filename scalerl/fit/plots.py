@@ -9,6 +9,11 @@ law (dashed); the extrapolation check's early-data fit (dash-dot) with its cut m
 model size, generation length or recipe); records sharing a label (seeds) share the colour.
 Labels name only the `by` keys that vary; the constant ones go into the title.
 
+`plot_forecasts(curves, predictions, path)`: runs followed by `scalerl watch`, one colour
+each: the points so far, the fitted sigmoid over them (solid) and on to the final compute
+(dashed), the predicted final with its interval (error bar) at the final compute. Linear x
+(steps, hours), since a run is read from its start.
+
 Deliberately left out: interactive output and styling options.
 """
 
@@ -27,7 +32,7 @@ from scalerl.fit.powerlaw import power_law  # noqa: E402
 from scalerl.fit.sigmoid import sigmoid  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
-__all__ = ["plot_curve", "plot_combined", "record_label"]
+__all__ = ["plot_curve", "plot_combined", "record_label", "plot_forecasts"]
 
 
 def _points(record: dict):
@@ -143,5 +148,43 @@ def plot_combined(records: Sequence[dict], path: str | Path, *, by: Sequence[str
     ax.set_title(title or default, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     # Beside the axes, so it never hides points (a sweep has many curves).
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    _save(fig, path)
+
+
+def plot_forecasts(curves: Sequence, predictions: Sequence[dict], path: str | Path, *,
+                   xlabel: str = "compute", ylabel: str = "reward", title: str = "") -> None:
+    """Each run's points and forecast. `curves`: objects with run, task, compute [N], reward
+    [N]; `predictions`: {run, task, final_compute, predicted_final, predicted_final_lo,
+    predicted_final_hi, params (sigmoid A, B, C_mid, R0, or None), verdict}."""
+    by_key = {(p["run"], p["task"]): p for p in predictions}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, curve in enumerate(curves):
+        colour = f"C{i % 10}"
+        pred = by_key.get((curve.run, curve.task), {})
+        label = curve.run if len({c.task for c in curves}) == 1 else f"{curve.run} {curve.task}"
+        ax.scatter(curve.compute, curve.reward, s=8, color=colour, alpha=0.5)
+        params, final = pred.get("params"), pred.get("final_compute")
+        if params and final:
+            c_last = float(np.max(curve.compute))
+            seen = np.linspace(max(float(np.min(curve.compute)), 1e-12), c_last, 200)  # [200]
+            ahead = np.linspace(c_last, max(final, c_last), 100)  # [100]
+            args = (params["A"], params["B"], params["C_mid"], params["R0"])
+            ax.plot(seen, sigmoid(seen, *args), color=colour, lw=1.8)
+            ax.plot(ahead, sigmoid(ahead, *args), color=colour, lw=1.4, ls="--")
+        value = pred.get("predicted_final", float("nan"))
+        if final and np.isfinite(value):
+            lo, hi = pred.get("predicted_final_lo"), pred.get("predicted_final_hi")
+            err = None if lo is None or not np.isfinite(lo) else [[value - lo], [hi - value]]
+            ax.errorbar([final], [value], yerr=err, color=colour, marker="o", ms=5, capsize=4)
+            label += f": final {value:.3f}"
+        if pred.get("verdict"):
+            label += f" ({pred['verdict']})"
+        ax.plot([], [], color=colour, lw=1.8, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title or "forecasts: points, fitted sigmoid (solid), forecast (dashed), "
+                 "predicted final [95%]", fontsize=9)
+    ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     _save(fig, path)

@@ -23,7 +23,8 @@ Status per prediction: "ok"; "few_points" (fewer than 4 points to fit: values Na
 is not heading for a ceiling); "not_converged" (the fit ran but warns, e.g. a flat curve).
 
 `PREDICTIONS_SCHEMA` is the one schema of `predictions.parquet` (one row per run, task, chunk
-and form); `merge_predictions` replaces the rows of the (run, task, chunk) it is given and
+and form; `latest_reward`, the reward observed at that chunk, is the persistence forecast a
+backtest compares with, NaN in files written before it existed); `merge_predictions` replaces the rows of the (run, task, chunk) it is given and
 keeps the rest, `write_predictions` writes atomically. The CLI is `scalerl.fit.predict_cli`.
 
 Deliberately left out: priors on A from other runs and profile-likelihood intervals.
@@ -48,7 +49,7 @@ from scalerl.fit.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
 from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
-           "merge_predictions", "write_predictions", "read_predictions"]
+           "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions"]
 
 FORMS = ("sigmoid", "power_law")
 KEY_COLUMNS = ("run", "task", "chunk")
@@ -69,7 +70,10 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("reached_c_mid", pa.bool_(), nullable=False),
     pa.field("n_points", pa.int32(), nullable=False),  # points fitted
     pa.field("status", pa.string(), nullable=False),  # ok | few_points | collapsed | ...
+    pa.field("latest_reward", pa.float64()),  # reward of that chunk: the persistence forecast
 ])
+# Columns a predictions file written before they existed lacks; read (and written) as NaN.
+OPTIONAL_COLUMNS = ("latest_reward",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +89,7 @@ class Prediction:
     n_points: int
     status: str
     warnings: tuple[str, ...] = ()
+    params: dict | None = None  # the fitted form's parameters (sigmoid: A, B, C_mid, R0)
 
 
 def _empty(form: str, n_points: int, status: str, warning: str) -> Prediction:
@@ -122,6 +127,12 @@ def _power_law_draws(c, y, fit, final_compute, config: FitConfig, weights) -> np
     return out[:n_ok]
 
 
+def _params(form: str, sig, pl) -> dict:
+    if form == "sigmoid":
+        return {"A": sig.A, "B": sig.B, "C_mid": sig.C_mid, "R0": sig.R0}
+    return {"A": pl.A, "D": pl.D, "B": pl.B}
+
+
 def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
                   n_samples=None, forms: Sequence[str] = FORMS) -> list[Prediction]:
     """One `Prediction` per form from the points so far; see the module docstring."""
@@ -153,7 +164,7 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
     weights = point_weights(c, y, n_used, config)
     sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
     reached = bool(c.max() >= sig.C_mid)
-    out = []
+    out, pl = [], None
     for form in forms:
         if form == "sigmoid":
             pf, a, warnings = float(sig.predict(final_compute)), sig.A, list(sig.warnings)
@@ -179,25 +190,28 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
             warnings.append("the points have not reached C_mid: A is weakly determined")
         out.append(Prediction(form, pf, pf_lo, pf_hi, float(a), a_lo, a_hi, reached,
                               int(c.size), "ok" if converged else "not_converged",
-                              tuple(warnings)))
+                              tuple(warnings), params=_params(form, sig, pl)))
     return out
 
 
 def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compute: float,
-                    predictions: Sequence[Prediction]) -> list[dict]:
-    """Rows of PREDICTIONS_SCHEMA for the predictions made at one chunk."""
+                    predictions: Sequence[Prediction], *,
+                    latest_reward: float = float("nan")) -> list[dict]:
+    """Rows of PREDICTIONS_SCHEMA for the predictions made at one chunk (`latest_reward`: the
+    reward observed at that chunk, the persistence forecast a backtest scores against)."""
     return [{"run": str(run), "task": str(task), "chunk": int(chunk), "compute": float(compute),
              "compute_fraction": float(compute) / float(final_compute), "form": p.form,
              "predicted_final": p.predicted_final, "predicted_final_lo": p.predicted_final_lo,
              "predicted_final_hi": p.predicted_final_hi, "A": p.A, "A_lo": p.A_lo,
              "A_hi": p.A_hi, "reached_c_mid": p.reached_c_mid, "n_points": p.n_points,
-             "status": p.status} for p in predictions]
+             "status": p.status, "latest_reward": float(latest_reward)} for p in predictions]
 
 
 def _table(rows: Sequence[dict] | pd.DataFrame) -> pa.Table:
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if df.empty:
         return PREDICTIONS_SCHEMA.empty_table()
+    df = df.assign(**{c: np.nan for c in OPTIONAL_COLUMNS if c not in df.columns})
     missing = [f.name for f in PREDICTIONS_SCHEMA if f.name not in df.columns]
     if missing:
         raise ValueError(f"prediction rows lack column(s) {', '.join(missing)}")
@@ -213,11 +227,15 @@ def read_predictions(paths: Sequence[str | Path] | str | Path) -> pd.DataFrame:
         if not path.exists():
             raise FileNotFoundError(f"predictions file {path} does not exist")
         table = pq.read_table(path)
-        missing = [n for n in PREDICTIONS_SCHEMA.names if n not in table.column_names]
+        missing = [n for n in PREDICTIONS_SCHEMA.names if n not in table.column_names
+                   and n not in OPTIONAL_COLUMNS]
         if missing:
             raise ValueError(f"{path}: not a predictions.parquet (missing column(s) "
                              f"{', '.join(missing)}); write it with `scalerl predict`")
-        frames.append(table.select(PREDICTIONS_SCHEMA.names).to_pandas())
+        have = [n for n in PREDICTIONS_SCHEMA.names if n in table.column_names]
+        frame = table.select(have).to_pandas()
+        frames.append(frame.assign(**{c: np.nan for c in OPTIONAL_COLUMNS
+                                      if c not in frame.columns})[PREDICTIONS_SCHEMA.names])
     if not frames:
         raise ValueError("no predictions files given")
     return pd.concat(frames, ignore_index=True)
@@ -225,7 +243,9 @@ def read_predictions(paths: Sequence[str | Path] | str | Path) -> pd.DataFrame:
 
 def merge_predictions(old: pd.DataFrame | None, new_rows: Sequence[dict]) -> pd.DataFrame:
     """`old` without the (run, task, chunk) keys of `new_rows`, plus `new_rows`, sorted."""
-    new = pd.DataFrame(list(new_rows), columns=PREDICTIONS_SCHEMA.names)
+    new = pd.DataFrame(list(new_rows))
+    new = new.assign(**{c: np.nan for c in OPTIONAL_COLUMNS if c not in new.columns})
+    new = new.reindex(columns=PREDICTIONS_SCHEMA.names)
     if old is None or old.empty:
         merged = new
     else:

@@ -1,31 +1,55 @@
-"""`scalerl predict --eval EVAL... (--final-compute X | --run-config run.yaml) --out FILE`.
+"""`scalerl predict (INPUT... | --eval EVAL...) (--final-step N | --final-compute X |
+--run-config run.yaml) [--out FILE]`: where is each run heading?
 
-Predicts one run's final pass rate and asymptote A from its evaluations so far
-(`scalerl.fit.predict`), per task, with the sigmoid and the power law, and writes the rows of
-the latest evaluated chunk into predictions.parquet (`PREDICTIONS_SCHEMA`), atomically. Rows
-of that (run, task, chunk) already in FILE are replaced, all others kept, so re-running after
-each chunk is idempotent and a crashed run resumes. `--all-chunks` predicts at every chunk
-(the points up to it) and skips chunks FILE already has unless `--force`: the input of a
-backtest (`scalerl.fit.backtest`).
+Predicts each run's final value and asymptote A from its points so far (`scalerl.fit.predict`)
+with the sigmoid and the power law, prints one line per run (latest value, predicted final
+[interval], A [interval], whether C_mid is reached, status: collapsed, few_points, ...) and,
+with `--out`, writes the rows of the latest point of every run into predictions.parquet
+(`PREDICTIONS_SCHEMA`), atomically. Rows of that (run, task, chunk) already in FILE are
+replaced, all others kept, so re-running after each eval is idempotent and a crashed run
+resumes. `--all-chunks` predicts at every point (the points up to it) and skips those FILE
+already has unless `--force`: the input of a backtest (`scalerl.fit.backtest`).
 
-EVAL: scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run; only the
-held-out split (`dataset` = val) is used when the column exists. Pass rate per (task, chunk) =
-mean of `correct`, with n = its number of samples (binomial weights, `--weighting binomial`).
+INPUT: any run's logs (`scalerl.fit.inputs`): TensorBoard log directories, MLflow stores,
+CSV/Parquet tables (W&B history or chart exports, one row per eval point), several runs per
+call (one input per run, `NAME=INPUT` to name it, or `--group-by`). `--metric` picks the
+value to forecast (the task column of the output is the metric's name unless the table has a
+task), `--compute-col` the x-axis (default: step). For these rows `chunk` is the index of the
+latest point fitted.
 
-Final compute: `--final-compute X` in the units of `--compute-col` (default
-compute_device_hours); or `--run-config run.yaml`: total steps = sum(chunk_steps), or
-steps_per_chunk x `--chunks`, and the final compute is estimated as the latest chunk's compute
-x total steps / its step (compute per step assumed constant from here on).
+EVAL (`--eval`): scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run;
+only the held-out split (`dataset` = val) is used when the column exists. Pass rate per (task,
+chunk) = mean of `correct`, with n = its number of samples (binomial weights, `--weighting
+binomial`); the default compute column is compute_device_hours.
 
-Deliberately left out: several runs per call (one run per rule, one file per run).
+Final compute: `--final-compute X` in the units of the compute axis; `--final-step N`: N when
+the compute axis is the step, else the latest compute x N / the latest step (compute per step
+assumed constant from here on); or `--run-config run.yaml`: N = sum(chunk_steps), or
+steps_per_chunk x `--chunks`.
+
+`--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
+`--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
+(`scalerl.fit.backtest`): median and p90 absolute error against the last point, for the
+sigmoid, the power law and the persistence forecast (the value when predicting), and the
+ratio of the forecast's median error to persistence's.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+import pandas as pd
+
 from scalerl.fit.cli import _FLAG_TO_FIELD, config_from_args
+from scalerl.fit.forecast import (
+    add_input_arguments,
+    curves_from_args,
+    final_compute_of,
+    forecast_rows,
+    forecast_table,
+)
 from scalerl.fit.inputs import InputError, read_tables, resolve_column
 from scalerl.fit.predict import (
     merge_predictions,
@@ -34,6 +58,7 @@ from scalerl.fit.predict import (
     read_predictions,
     write_predictions,
 )
+from scalerl.fit.sigmoid import WEIGHTINGS
 from scalerl.utils.log import progress
 
 EVAL_COMPUTE_COLUMNS = ("compute_device_hours", "compute_flops", "compute", "step")
@@ -42,21 +67,28 @@ EVAL_COMPUTE_COLUMNS = ("compute_device_hours", "compute_flops", "compute", "ste
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("--eval", nargs="+", required=True, metavar="EVAL",
-                        help="per-sample eval Parquet files (or dirs) of one run")
-    final = parser.add_mutually_exclusive_group(required=True)
-    final.add_argument("--final-compute", type=float, help="the run's planned total compute")
+    final = add_input_arguments(parser, final_required=False, inputs_nargs="*")
     final.add_argument("--run-config", help="run.yaml: total steps from its chunking")
+    parser.add_argument("--eval", nargs="+", metavar="EVAL",
+                        help="scalerl per-sample eval Parquet files (or dirs) of one run")
     parser.add_argument("--chunks", type=int, help="number of chunks, with --run-config when "
                         "it has steps_per_chunk rather than chunk_steps")
-    parser.add_argument("--compute-col", help="compute column (default: "
-                        + ", ".join(EVAL_COMPUTE_COLUMNS) + ", first present)")
-    parser.add_argument("--out", required=True, help="predictions.parquet to update")
-    parser.add_argument("--all-chunks", action="store_true", help="predict at every chunk, "
-                        "not only the latest (skips chunks already in --out)")
+    parser.add_argument("--out", help="predictions.parquet to update")
+    parser.add_argument("--all-chunks", action="store_true", help="predict at every chunk "
+                        "(point), not only the latest (skips those already in --out)")
     parser.add_argument("--force", action="store_true", help="with --all-chunks: redo chunks "
                         "already in --out")
-    # Fit options, as in `scalerl fit` (grid settings: --config FILE with FitConfig fields).
+    parser.add_argument("--backtest", action="store_true", help="INPUT holds finished runs: "
+                        "score predictions from part of each against its end, and against "
+                        "the persistence (last-value) forecast")
+    parser.add_argument("--at", default="0.25,0.5,0.75", help="with --backtest: fractions of "
+                        "the compute to predict from (default 0.25,0.5,0.75)")
+    add_fit_options(parser)
+
+
+def add_fit_options(parser: argparse.ArgumentParser) -> None:
+    """Fit options, as in `scalerl fit` (grid settings: --config FILE with FitConfig fields);
+    shared with `scalerl race` and `scalerl watch`."""
     parser.add_argument("--r0", type=float, help="base-model reward (default: the chunk-0 eval)")
     parser.add_argument("--cutoff", type=float, help="exclude compute below this (default 0)")
     parser.add_argument("--cutoff-fraction", type=float,
@@ -64,9 +96,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates for the intervals "
                         "(default 200)")
     parser.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
-    parser.add_argument("--weighting", choices=("none", "binomial"), help="point weights: none "
-                        "(default) or binomial (1 / se^2, se = sqrt(p (1 - p) / n))")
+    parser.add_argument("--weighting", choices=WEIGHTINGS, help="point weights: none "
+                        "(default), binomial (1 / se^2, se = sqrt(p (1 - p) / n); per-sample "
+                        "evals) or noise (1 / s^2, s the curve's local noise)")
     parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
+
+
+def fit_config(args: argparse.Namespace):
+    """The FitConfig of the options of `add_fit_options`."""
+    return config_from_args(_fit_args(args))
 
 
 def _fit_args(args: argparse.Namespace) -> argparse.Namespace:
@@ -101,19 +139,27 @@ def eval_points(paths, compute_col: str | None):
     return runs[0], ccol, points
 
 
-def final_compute_from(args, points) -> float:
-    if args.final_compute is not None:
-        return float(args.final_compute)
+def total_steps_from(args) -> float | None:
+    """--final-step, or the total steps of --run-config; None when neither is given."""
+    if args.final_step is not None:
+        return float(args.final_step)
+    if args.run_config is None:
+        return None
     from scalerl.rl.run_config import load_run_config
 
     cfg = load_run_config(args.run_config)
     if cfg.chunk_steps:
-        total = sum(cfg.chunk_steps)
-    elif args.chunks:
-        total = cfg.steps_per_chunk * args.chunks
-    else:
-        raise ValueError(f"{args.run_config} gives steps_per_chunk = {cfg.steps_per_chunk} but "
-                         "not the number of chunks: pass --chunks N (or --final-compute)")
+        return float(sum(cfg.chunk_steps))
+    if args.chunks:
+        return float(cfg.steps_per_chunk * args.chunks)
+    raise ValueError(f"{args.run_config} gives steps_per_chunk = {cfg.steps_per_chunk} but "
+                     "not the number of chunks: pass --chunks N (or --final-compute)")
+
+
+def final_compute_from(args, points) -> float:
+    if args.final_compute is not None:
+        return float(args.final_compute)
+    total = total_steps_from(args)
     latest = points.sort_values("chunk").iloc[-1]
     if latest["step"] <= 0 or latest["compute"] <= 0:
         raise ValueError("only the base model (step 0) is evaluated so far: the final compute "
@@ -122,7 +168,20 @@ def final_compute_from(args, points) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(_fit_args(args))
+    if bool(args.eval) == bool(args.inputs):
+        raise ValueError("give the runs' logs (INPUT...) or scalerl's eval files (--eval "
+                         "EVAL...), one of the two")
+    if not args.backtest and args.final_compute is None and args.final_step is None \
+            and args.run_config is None:
+        raise ValueError("give the runs' planned total: --final-step N, --final-compute X or "
+                         "--run-config run.yaml (or --backtest for finished runs)")
+    config = fit_config(args)
+    if args.inputs:
+        return run_inputs(args, config)
+    if args.backtest:
+        raise ValueError("--backtest reads finished runs' logs (INPUT...), not --eval")
+    if args.out is None:
+        raise ValueError("--eval needs --out predictions.parquet")
     run_id, ccol, points = eval_points(args.eval, args.compute_col)
     final = final_compute_from(args, points)
     out = Path(args.out)
@@ -141,7 +200,8 @@ def run(args: argparse.Namespace) -> int:
                                   upto["pass_rate"].to_numpy(float), final, config,
                                   n_samples=upto["n"].to_numpy(float))
             latest = float(upto["compute"].iloc[-1])
-            rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds)
+            rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds,
+                                    latest_reward=float(upto["pass_rate"].iloc[-1]))
             text = ", ".join(f"{p.form} final {p.predicted_final:.3f} A {p.A:.3f} "
                              f"[{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status})" for p in preds)
             progress(f"predict: {run_id} {task} chunk {chunk} ({latest / final:.0%} of compute "
@@ -149,4 +209,67 @@ def run(args: argparse.Namespace) -> int:
     merged = merge_predictions(old, rows)
     write_predictions(out, merged)
     progress(f"predict: wrote {len(rows)} row(s) ({len(merged)} in all) to {out}")
+    return 0
+
+
+def _fractions(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v < 1 for v in values):
+        raise ValueError(f"--at takes fractions in (0, 1) separated by commas, got {text!r}")
+    return values
+
+
+def run_backtest(args, config, curves) -> int:
+    from scalerl.fit.backtest import backtest_curve, backtest_markdown, backtest_table
+
+    rows, finals = [], []
+    for curve in curves:
+        r, final = backtest_curve(curve.compute, curve.reward, run=curve.run, task=curve.task,
+                                  config=config, fractions=_fractions(args.at))
+        rows += r
+        finals.append(final)
+        progress(f"predict: backtest {curve.run} {curve.task}: {len(r) // 2} prediction(s), "
+                 f"observed final {final['observed_final']:.3f}")
+    table = backtest_table(pd.DataFrame(rows), pd.DataFrame(finals))
+    sys.stdout.write(backtest_markdown(table, bins=(0.0, *_fractions(args.at), 1.0)))
+    sys.stdout.flush()
+    if args.out:
+        write_predictions(args.out, merge_predictions(None, rows))
+        progress(f"predict: wrote {len(rows)} row(s) to {args.out}")
+    return 0
+
+
+def run_inputs(args, config) -> int:
+    """Predict every run of INPUT... (see the module docstring)."""
+    curves, info = curves_from_args(args)
+    progress(f"predict: {len(curves)} run(s); metric {info['reward_col']!r} against "
+             f"{info['compute_col']!r}")
+    if args.backtest:
+        return run_backtest(args, config, curves)
+    out = Path(args.out) if args.out else None
+    old = read_predictions(out) if out is not None and out.exists() else None
+    done = set() if old is None or args.force else set(
+        zip(old["run"].astype(str), old["task"].astype(str), old["chunk"].astype(int)))
+    total_steps = total_steps_from(args)
+    rows, latest = [], []
+    for curve in curves:
+        final = final_compute_of(curve, final_compute=args.final_compute,
+                                 final_step=total_steps)
+        last = curve.compute.size - 1
+        for k in range(last + 1) if args.all_chunks else [last]:
+            if args.all_chunks and k != last and (curve.run, curve.task, k) in done:
+                continue
+            r, _ = forecast_rows(curve, final, config, upto=k)
+            rows += r
+            if k == last:
+                latest += r
+    sys.stdout.write("\n".join(forecast_table(pd.DataFrame(latest))) + "\n")
+    sys.stdout.flush()
+    if out is not None:
+        merged = merge_predictions(old, rows)
+        write_predictions(out, merged)
+        progress(f"predict: wrote {len(rows)} row(s) ({len(merged)} in all) to {out}")
     return 0

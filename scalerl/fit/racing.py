@@ -20,7 +20,9 @@ seeds are judged without it). Everything else is kept, with the reason. Stopping
 not spent yet: compute / compute_fraction - compute.
 
 The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
-of `race` as JSON (atomically).
+of `race` as JSON (atomically); `scalerl race INPUT... --metric M --final-step N` races the
+runs of any logs (TensorBoard, MLflow, CSV/Parquet: `scalerl.fit.forecast`), predicting each
+from its points so far first. Both print one line per run: keep or stop, and why.
 
 Deliberately left out: restarting stopped runs, successive halving schedules, and judging
 B (efficiency) rather than A.
@@ -182,11 +184,17 @@ def racing_markdown(decision_files: Sequence[str | Path]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from scalerl.fit.forecast import add_input_arguments
+    from scalerl.fit.predict_cli import add_fit_options
+
     parser.description = ("Decide which runs of a sweep to stop from their latest predictions "
-                          "(scalerl.fit.racing); writes decisions.json atomically.")
-    parser.add_argument("--predictions", nargs="+", required=True, metavar="PARQUET",
+                          "(scalerl.fit.racing): predictions.parquet files, or any runs' logs; "
+                          "writes decisions.json atomically.")
+    add_input_arguments(parser, final_required=False, inputs_nargs="*")
+    parser.add_argument("--predictions", nargs="+", metavar="PARQUET",
                         help="predictions.parquet files of the sweep's runs (scalerl predict)")
-    parser.add_argument("--task", required=True, help="task whose pass rate is raced (math)")
+    parser.add_argument("--task", help="task (or metric) whose value is raced, e.g. math "
+                        "(default: the only one present)")
     parser.add_argument("--margin", type=float, default=A_MARGIN,
                         help=f"A margin (default {A_MARGIN}, the paper's seed variation)")
     parser.add_argument("--min-fraction", type=float, default=0.3, help="a run is never "
@@ -197,22 +205,63 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="put RUN in seed group GROUP (repeatable)")
     parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
                         "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
-    parser.add_argument("--out", required=True, help="decisions.json")
+    parser.add_argument("--out", help="decisions.json")
+    add_fit_options(parser)
+
+
+def _predict_inputs(args: argparse.Namespace) -> pd.DataFrame:
+    """The latest predictions of every run of INPUT... (`scalerl.fit.forecast`)."""
+    from scalerl.fit.forecast import curves_from_args, final_compute_of, forecast_rows
+    from scalerl.fit.predict_cli import fit_config
+
+    if args.final_step is None and args.final_compute is None:
+        raise ValueError("racing runs from their logs needs their planned total: --final-step "
+                         "N or --final-compute X")
+    config = fit_config(args)
+    curves, _ = curves_from_args(args)
+    rows = []
+    for curve in curves:
+        final = final_compute_of(curve, final_compute=args.final_compute,
+                                 final_step=args.final_step)
+        rows += forecast_rows(curve, final, config)[0]
+    return pd.DataFrame(rows)
+
+
+def _task(df: pd.DataFrame, task: str | None) -> str:
+    if task is not None:
+        return task
+    tasks = sorted(df["task"].astype(str).unique())
+    if len(tasks) != 1:
+        raise ValueError(f"the predictions hold {len(tasks)} tasks ({', '.join(tasks)}); "
+                         "pick one with --task")
+    return tasks[0]
 
 
 def run(args: argparse.Namespace) -> int:
     from scalerl.config import key_value
 
-    df = read_predictions(args.predictions)
+    if bool(args.predictions) == bool(args.inputs):
+        raise ValueError("give predictions.parquet files (--predictions) or the runs' logs "
+                         "(INPUT...), one of the two")
+    df = read_predictions(args.predictions) if args.predictions else _predict_inputs(args)
     groups = seed_groups(df["run"].unique(), args.seed_pattern) if args.seed_pattern else {}
     for item in args.group:
         run_id, group = key_value(item, "--group", "RUN=GROUP", need_value=True)
         groups[run_id.strip()] = group.strip()
-    result = race(df, task=args.task, margin=args.margin, min_fraction=args.min_fraction,
-                  groups=groups, form=args.form)
-    write_json_atomic(args.out, result)
+    result = race(df, task=_task(df, args.task), margin=args.margin,
+                  min_fraction=args.min_fraction, groups=groups, form=args.form)
+    if args.out:
+        write_json_atomic(args.out, result)
+    width = max(len(d["run"]) for d in result["decisions"])
+    for d in result["decisions"]:
+        a = "A -" if d["A"] is None else f"A {d['A']:.3f}"
+        if d["A_lo"] is not None and d["A_hi"] is not None:
+            a += f" [{d['A_lo']:.3f}, {d['A_hi']:.3f}]"
+        print(f"{d['run']:<{width}}  {d['decision']:<4}  {d['compute_fraction']:>4.0%}  {a}  "
+              f"{d['reason']}", flush=True)
     stopped = [d["run"] for d in result["decisions"] if d["decision"] == "stop"]
     progress(f"race: {len(result['decisions'])} run(s), stop {len(stopped)}"
              + (f" ({', '.join(stopped)})" if stopped else "")
-             + f"; compute saved {result['fraction_saved']:.0%}; wrote {args.out}")
+             + f"; compute saved {result['fraction_saved']:.0%}"
+             + (f"; wrote {args.out}" if args.out else ""))
     return 0

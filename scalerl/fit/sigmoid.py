@@ -17,16 +17,20 @@ over a fine log-spaced B scan, and the most promising grid points are refined by
 Newton steps on B, all at once (no 7,100 `curve_fit` calls; see `scalerl.fit.optimize`).
 
 Ranges (see `FitConfig`): the paper's A grid {0.450, 0.455, ..., 0.800} is used when the data
-look like the paper's (pass rates whose smoothed peak lies in [0.45, 0.75]); otherwise A spans
+look like the paper's (pass rates whose smoothed peak lies in [0.45, 0.75]; smoothed over the
+curve's noise window, `scalerl.fit.noise.smoothing_window`); otherwise A spans
 [max(R0 + step, peak - 0.05), 1] (the lower end sits below the peak because the peak of a noisy,
-saturated curve overshoots its asymptote). C_mid spans [smallest fitted compute, 4 x largest]
+saturated curve overshoots its asymptote). A reward on a wider scale than [0, 1] (a sum of
+reward functions, a score) gets a coarser A step, at most `MAX_A_VALUES` grid values (the
+polish refines A anyway). C_mid spans [smallest fitted compute, 4 x largest]
 with 100 values, log-spaced when that range covers two or more decades (compute in FLOPs,
 steps from 1), linear otherwise (the paper's choice for GPU-hours).
 
-Weighting (`FitConfig.weighting`): "none" (the paper's plain least squares) or "binomial":
+Weighting (`FitConfig.weighting`): "none" (the paper's plain least squares); "binomial":
 each point's squared residual is weighted by 1 / se_j^2, se_j = sqrt(p_j (1 - p_j) / n_j) its
 binomial standard error (`scalerl.fit.noise`), so points measured on more samples, or nearer
-0 or 1, count more. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
+0 or 1, count more; "noise": 1 / s_j^2 with s_j the curve's own local noise
+(`scalerl.fit.noise.local_noise_weights`), for logs that do not record n. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
 `r2` are then the weighted ones.
 
 Deliberately left out: fitting R0 (it is given or read from the first point, as in the
@@ -41,6 +45,7 @@ import numpy as np
 from scipy.special import expit
 
 from scalerl.config import Config, ConfigError, field_
+from scalerl.fit.noise import running_mean, smoothing_window
 from scalerl.fit.optimize import grid_search, polish
 
 __all__ = [
@@ -58,6 +63,8 @@ __all__ = [
 MIN_POINTS = 4  # fewer points than this cannot constrain three parameters plus noise
 PAPER_A_RANGE = (0.450, 0.800)
 PAPER_A_STEP = 0.005
+WEIGHTINGS = ("none", "binomial", "noise")
+MAX_A_VALUES = 201  # A grid size cap: [0, 1] at the paper's step; wider scales get a coarser step
 
 
 class FitError(ValueError):
@@ -101,9 +108,10 @@ class FitConfig(Config):
                                                 "None: skip", gt=0, lt=1)
     power_law: bool = field_(True, "also fit the power law R = A - D / C^B (paper A.4)")
     weighting: str = field_("none", "weights of the points: none (plain least squares, the "
-                            "paper's) or binomial (1 / se^2, se = sqrt(p (1 - p) / n), n = "
-                            "samples behind the point; needs per-sample evals)",
-                            choices=("none", "binomial"))
+                            "paper's), binomial (1 / se^2, se = sqrt(p (1 - p) / n), n = "
+                            "samples behind the point; needs per-sample evals) or noise (1 / "
+                            "s^2, s the curve's local noise sd, for logs without n)",
+                            choices=WEIGHTINGS)
     collapse_drop: float | None = field_(0.25, "a curve whose final (3-point mean) reward "
                                          "lies below its peak by this fraction of the gain "
                                          "peak - R0 is reported as collapsed, fitted only up "
@@ -182,11 +190,12 @@ class SigmoidFit:
 # -- ranges --------------------------------------------------------------------------------
 
 def smoothed_peak(reward: np.ndarray) -> float:
-    """Max of a 3-point running mean (the raw max overshoots by the noise)."""
+    """Max of a running mean over the curve's noise window (`scalerl.fit.noise`: 3 points on
+    a clean eval curve, more on a noisy log; the raw max overshoots by the noise)."""
     r = np.asarray(reward, float)
     if r.size < 3:
         return float(r.max())
-    return float(np.convolve(r, np.ones(3) / 3, mode="valid").max())
+    return float(running_mean(r, smoothing_window(r)).max())
 
 
 def a_grid_for(reward: np.ndarray, r0: float, config: FitConfig) -> np.ndarray:
@@ -204,8 +213,9 @@ def a_grid_for(reward: np.ndarray, r0: float, config: FitConfig) -> np.ndarray:
     if hi <= lo:
         raise FitError(f"the A range [{lo:.4g}, {hi:.4g}] is empty (R0 = {r0:.4g}, peak "
                        f"reward {peak:.4g}); give a_min/a_max explicitly")
-    n = int(np.floor((hi - lo) / config.a_step + 1e-9)) + 1
-    grid = lo + config.a_step * np.arange(n)
+    step = max(config.a_step, (hi - lo) / (MAX_A_VALUES - 1))  # rewards on a wide scale
+    n = int(np.floor((hi - lo) / step + 1e-9)) + 1
+    grid = lo + step * np.arange(n)
     return grid if grid[-1] >= hi - 1e-12 else np.append(grid, hi)
 
 

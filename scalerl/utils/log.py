@@ -10,8 +10,15 @@
 A `progress(msg)` while a terminal line is live first ends that line, so messages never land
 in the middle of it.
 
-Deliberately left out: multi-line bars, colours, nested progress, rate smoothing (the rate is
-the average since the start, like `eta_seconds`).
+`LiveBlock()` then `.show(lines, status)`: a table kept up to date (`scalerl watch`). On a
+terminal the block is redrawn in place (cursor up over its previous lines, each line cleared
+and cut to the width) with `status` as its last line; otherwise the lines are printed, the
+first one timestamped, only when they changed (a log gets one table per change, not per
+poll; `status` alone does not count as a change). A `progress(msg)` leaves the block on screen
+and the next `show` draws a new one below the message.
+
+Deliberately left out: colours, nested progress, rate smoothing (the rate is the average since
+the start, like `eta_seconds`).
 """
 
 from __future__ import annotations
@@ -22,9 +29,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-__all__ = ["progress", "eta_seconds", "format_seconds", "ProgressLine"]
+__all__ = ["progress", "eta_seconds", "format_seconds", "ProgressLine", "LiveBlock"]
 
-_LIVE: ProgressLine | None = None  # the terminal line being rewritten, if any
+_LIVE: ProgressLine | LiveBlock | None = None  # the terminal output being rewritten, if any
 
 
 def _stamp(msg: str) -> str:
@@ -117,3 +124,44 @@ class ProgressLine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class LiveBlock:
+    """A block of lines kept up to date; see the module docstring. `width`: terminal columns
+    (default: the terminal's, 100 when unknown)."""
+
+    def __init__(self, *, stream: TextIO | None = None, width: int | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = _is_tty(self.stream)
+        self.width = width or shutil.get_terminal_size((100, 24)).columns
+        self.height = 0  # lines of the block on screen (0: none being rewritten)
+        self.last: list[str] | None = None
+
+    def show(self, lines: list[str], status: str = "") -> None:
+        global _LIVE
+        if not self.tty:
+            if lines != self.last:
+                text = [_stamp(lines[0] if lines else ""), *lines[1:]]
+                print("\n".join(text), file=self.stream, flush=True)
+                self.last = list(lines)
+            return
+        rows = [*lines, *([status] if status else [])]
+        out = [f"\x1b[{self.height}A"] if self.height else []  # back to the block's top
+        out += ["\r" + row[: max(self.width - 1, 10)] + "\x1b[K\n" for row in rows]
+        extra = max(self.height - len(rows), 0)  # a shorter block: blank the old lines
+        if extra:
+            out += ["\x1b[K\n"] * extra + [f"\x1b[{extra}A"]
+        self.stream.write("".join(out))
+        self.stream.flush()
+        self.height, self.last = len(rows), list(lines)
+        _LIVE = self
+
+    def break_line(self) -> None:
+        """Leave the block on screen; the next `show` draws a new one below."""
+        global _LIVE
+        self.height = 0
+        if _LIVE is self:
+            _LIVE = None
+
+    def close(self) -> None:
+        self.break_line()

@@ -24,7 +24,8 @@ def test_fit_point_csv(point_csv, tmp_path, capsys):
     assert record["compute_col"] == "compute" and record["reward_col"] == "pass_rate"
     assert record["A"] == pytest.approx(0.62, abs=0.02) and record["converged"]
     assert record["R0"] == pytest.approx(0.3) and record["r0_source"] == "compute-0 point"
-    assert record["meta"] == {"recipe": "scalerl", "gen_len": 64}
+    # a table without a run column is one run, named after its file
+    assert record["meta"] == {"run": "curve", "recipe": "scalerl", "gen_len": 64}
     assert record["intervals"]["n"] == 30 and record["extrapolation"]["fraction"] == 0.5
     assert record["n_points"] == 30 and record["n_excluded"] == 1
     _png(out / "curve.png")
