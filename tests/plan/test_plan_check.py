@@ -1,6 +1,9 @@
 """check_fits: placement, problems, and knobs that are checked to work."""
 
 import re
+from pathlib import Path
+
+import pytest
 
 from scalerl.plan.arch import PUBLIC_ARCHS, tiny_arch
 from scalerl.plan.check import check_fits
@@ -93,3 +96,27 @@ def test_few_concurrent_sequences_are_a_note_not_a_problem():
     # 8 GiB hold 74,880 tokens: 8 sequences of 9,216 at once, of the 768 asked for
     assert any("holds 8 of the 768 sequences" in n for n in report.notes)
     assert "train" in report.format() and "fits" in report.format()
+
+
+def test_preflight_of_a_sharded_run_plans_per_rank_and_refuses_naming_a_knob():
+    """gpu.yaml's 1.7B run with the one-node layout's 4 trainer ranks on 24 GB devices: the
+    per-rank plan does not fit, and the refusal names knobs that do (checked by re-planning)."""
+    import yaml
+
+    from scalerl.config import deep_merge
+    from scalerl.plan.adapters import PlanError, preflight
+    from scalerl.sweep import expand, load_sweep, run_config
+
+    config = Path(__file__).resolve().parents[2] / "config"
+    data = yaml.safe_load((config / "gpu.yaml").read_text())
+    deep_merge(data, yaml.safe_load((config / "layout-1node-8gpu.yaml").read_text()))
+    sweep = load_sweep(data)
+    run = [r for r in expand(sweep).values() if r.model == "qwen3-1.7b"][-1]
+    cfg = run_config(sweep, run, base="", prompts="")
+    assert cfg.trainer_ranks == 4 and cfg.generators == 4
+    report = preflight(cfg, "Qwen/Qwen3-1.7B", 80 * GiB, devices=8, model_dtype="bfloat16")
+    assert report.fits and report.inputs.trainer_ranks == 4
+    with pytest.raises(PlanError, match="train \\(each rank\\) cuda:0-3: needs") as err:
+        preflight(cfg.replace(numerics={"gradient_checkpointing": False}), "Qwen/Qwen3-1.7B",
+                  24 * GiB, devices=8, model_dtype="bfloat16")
+    assert "gradient_checkpointing: true" in str(err.value)
