@@ -38,5 +38,8 @@ def test_truncated_state_file_names_file_and_fix(tmp_path):
 
 def test_sharded_state_keeps_optimizer_in_dcp(tmp_path):
     (tmp_path / "dcp").mkdir()
-    torch.save({"format": STATE_FORMAT, "dcp_world_size": 2}, tmp_path / STATE_FILE)
-    assert load_trainer_state(tmp_path)["dcp_world_size"] == 2
+    torch.save({"format": STATE_FORMAT, "sharded": True}, tmp_path / STATE_FILE)
+    assert load_trainer_state(tmp_path)["sharded"] is True
+    (tmp_path / "dcp").rmdir()  # a sharded state whose shards are gone cannot resume
+    with pytest.raises(ValueError, match="no optimizer state"):
+        load_trainer_state(tmp_path)

@@ -42,17 +42,27 @@ def test_gpu_config_dry_run_without_network(tmp_path):
         assert "gpu=1" in block, rule
 
 
-def test_slurm_profile_dry_run(tmp_path):
+def _train_block(tmp_path, *configs):
     out = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"),
-                    "--configfile", str(REPO / "config" / "gpu.yaml"))
+                    "--configfile", *(str(REPO / "config" / c) for c in configs))
     assert out.returncode == 0, out.stderr + out.stdout
-    block = out.stdout.split("rule train:", 1)[1].split("Shell command", 1)[0]
-    assert "runtime=" in block and "mem_mb=" in block
-    # the multi-node train request: 2 nodes x 8 GPUs (per-node gres), one srun task per node
+    eval_block = out.stdout.split("rule eval:", 1)[1].split("Shell command", 1)[0]
+    assert "gpu=1" in eval_block
+    return out.stdout.split("rule train:", 1)[1].split("Shell command", 1)[0]
+
+
+def test_slurm_profile_dry_run(tmp_path):
+    """A train job asks for what the config's resources.train says: gpu.yaml one GPU; the
+    one-node layout 8 GPUs as one task; the 2-node layout 2 nodes x 8 GPUs (per-node gres),
+    one srun task per node."""
+    block = _train_block(tmp_path, "gpu.yaml")
+    assert "runtime=" in block and "mem_mb=" in block and "gpu=1" in block
+    assert "nodes=" not in block and "mpi=" not in block
+    block = _train_block(tmp_path, "gpu.yaml", "layout-1node-8gpu.yaml")
+    assert "tasks_per_gpu=0" in block and "nodes=" not in block
+    block = _train_block(tmp_path, "gpu.yaml", "layout-2node-16gpu.yaml")
     for resource in ("nodes=2", "gpu=0", "gres=gpu:8", "tasks=2", "tasks_per_gpu=0", "mpi=srun"):
         assert resource in block, resource
-    block = out.stdout.split("rule eval:", 1)[1].split("Shell command", 1)[0]
-    assert "gpu=1" in block
 
 
 def _bad(tmp_path, mutate):
