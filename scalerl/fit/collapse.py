@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalerl.fit.noise import point_noise_sd
+
 __all__ = ["detect_collapse", "MIN_COLLAPSE_POINTS"]
 
 MIN_COLLAPSE_POINTS = 6  # a peak and a fall of 3-point means need at least this many points
@@ -38,7 +40,7 @@ def detect_collapse(compute, reward, r0: float, drop_fraction: float) -> dict | 
     peak = float(smooth[k])
     final = float(y[-3:].mean())
     gain, drop = peak - r0, peak - final
-    noise_sd = 1.4826 * float(np.median(np.abs(np.diff(y, 2)))) / np.sqrt(6.0)  # per point
+    noise_sd = point_noise_sd(y)  # per point
     if gain <= 0 or drop < drop_fraction * gain or drop <= 3.0 * noise_sd * np.sqrt(2.0 / 3.0):
         return None
     peak_index = k + int(np.argmax(y[k:k + 3]))  # the highest raw point of the peak window

@@ -7,6 +7,11 @@ the weighted SSE stays on the scale of the plain one) for `FitConfig.weighting =
 A measured p of exactly 0 or 1 would get se = 0 (infinite weight); the variance uses p clipped
 to [1/(2n), 1 - 1/(2n)] instead, i.e. half a success or failure.
 
+`point_noise_sd(y)` estimates the noise sd of one point from the points themselves when n is
+unknown: 1.4826 median |second difference| / sqrt(6) (a second difference of independent
+noise has variance 6 sigma^2; the median makes it robust to outliers, the second difference
+blind to a locally linear trend). `scalerl.fit.collapse` and `scalerl.fit.intervals` use it.
+
 `noise_floor(p, n)` states what a final pass rate can and cannot resolve: its se, the
 half-width of its confidence interval, and the smallest difference between two runs' finals
 that is not noise (z sqrt(2) se, both measured on n samples).
@@ -25,7 +30,7 @@ import dataclasses
 import numpy as np
 from scipy.stats import norm
 
-__all__ = ["binomial_se", "binomial_weights", "noise_floor", "NoiseFloor"]
+__all__ = ["binomial_se", "binomial_weights", "noise_floor", "NoiseFloor", "point_noise_sd"]
 
 
 def binomial_se(pass_rate, n_samples, *, clip: bool = False) -> np.ndarray:
@@ -47,6 +52,15 @@ def binomial_weights(pass_rate, n_samples) -> np.ndarray:
     se = binomial_se(pass_rate, n_samples, clip=True)
     w = 1.0 / (se * se)
     return w / w.mean()
+
+
+def point_noise_sd(reward) -> float:
+    """Noise sd of one point from the points [N] in order of compute (see the module
+    docstring); NaN with fewer than 3 points."""
+    y = np.asarray(reward, dtype=float)
+    if y.size < 3:
+        return float("nan")
+    return 1.4826 * float(np.median(np.abs(np.diff(y, 2)))) / np.sqrt(6.0)
 
 
 @dataclasses.dataclass(frozen=True)
