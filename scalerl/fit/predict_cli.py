@@ -8,6 +8,11 @@ each chunk is idempotent and a crashed run resumes. `--all-chunks` predicts at e
 (the points up to it) and skips chunks FILE already has unless `--force`: the input of a
 backtest (`scalerl.fit.backtest`).
 
+Intervals: 95 % by default (`confidence` in --config), calibrated (`scalerl.fit.intervals`):
+`observed_final_lo/hi` for the eval of the final model the user will see,
+`predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`; `interval_status` says
+when the data cannot support one yet (bounds empty).
+
 EVAL: scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run; only the
 held-out split (`dataset` = val) is used when the column exists. Pass rate per (task, chunk) =
 mean of `correct`, with n = its number of samples (binomial weights, `--weighting binomial`).
@@ -142,8 +147,10 @@ def run(args: argparse.Namespace) -> int:
                                   n_samples=upto["n"].to_numpy(float))
             latest = float(upto["compute"].iloc[-1])
             rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds)
-            text = ", ".join(f"{p.form} final {p.predicted_final:.3f} A {p.A:.3f} "
-                             f"[{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status})" for p in preds)
+            text = ", ".join(f"{p.form} final {p.predicted_final:.3f} (observed "
+                             f"[{p.observed_final_lo:.3f}, {p.observed_final_hi:.3f}]) A "
+                             f"{p.A:.3f} [{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status}; interval "
+                             f"{p.interval_status})" for p in preds)
             progress(f"predict: {run_id} {task} chunk {chunk} ({latest / final:.0%} of compute "
                      f"{final:.4g} {ccol}): {text}")
     merged = merge_predictions(old, rows)
