@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
     (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
-    --race-seeds 0 skips part 2)
+    --pred-seeds 0 skips part 1, --race-seeds 0 part 2)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
    paper's Table 1 (`scalerl.fit.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30 evals
@@ -163,7 +163,8 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=float, nargs="+", default=[0.3, 0.6])
     args = parser.parse_args()
     t0 = time.perf_counter()
-    bench_prediction(args.pred_seeds, args.bootstrap)
+    if args.pred_seeds > 0:
+        bench_prediction(args.pred_seeds, args.bootstrap)
     t1 = time.perf_counter()
     if args.race_seeds > 0:
         bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)
