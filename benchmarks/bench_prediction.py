@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
     (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
-    --race-seeds 0 skips part 2)
+    --pred-seeds 0 skips part 1, --race-seeds 0 part 2)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
    paper's Table 1 (`scalerl.fit.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30 evals
@@ -11,13 +11,17 @@
    its points so far and the final pass rate predicted with the sigmoid, the sigmoid with
    binomial weights, and the power law. Printed per form and fraction: median and 90th
    percentile of |predicted - true final| (true = the noise-free curve) and of |predicted -
-   observed final| (one noisy measurement), the coverage of the true final by the 95 %
-   interval, and the share of fits that had reached C_mid.
+   observed final| (one noisy measurement), the share of forecasts with an interval
+   (`interval_status` ok, `scalerl.fit.intervals`), the coverage of the true final by the 95 %
+   mean-curve interval and of the observed final by the 95 % observed interval with their
+   median widths, and the share of fits that had reached C_mid. The eval noise is binomial
+   (n = 800 passed to `predict_final`).
 2. Racing. `--race-seeds` sweeps of 8 runs, each with A ~ U(0.50, 0.70), B ~ U(1.2, 2.5),
    C_mid log-uniform in [1500, 6000], one budget of 20000 for all (3.3-13 x C_mid), 20 evals
    per run (binomial noise as above). At each checkpoint fraction the runs still going are
-   predicted (sigmoid A) and `race(margin=0.02, min_fraction=0.3)` decides; a stopped run
-   stays stopped (its last prediction stays in the pool). Printed: the share of sweeps whose
+   predicted (sigmoid A, its calibrated interval) and `race(margin=0.02, min_fraction=0.3)`
+   decides (a run without an interval yet is kept); a stopped run stays stopped (its last
+   prediction stays in the pool). Printed: the share of sweeps whose
    best run (largest true A) is never stopped (target >= 95 %), the share of runs stopped,
    of those the share whose true A was within the margin of the best's, and the compute
    saved (unspent compute of stopped runs / the sweep's planned compute).
@@ -65,26 +69,37 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
             for frac in FRACTIONS:
                 k = c <= frac * c[-1] + 1e-9
                 n = np.full(int(k.sum()), N_SAMPLES)
-                preds = predict_final(c[k], y[k], c[-1], plain)
+                preds = predict_final(c[k], y[k], c[-1], plain, n_samples=n)
                 (wp,) = predict_final(c[k], y[k], c[-1], weighted, n_samples=n,
                                       forms=("sigmoid",))
                 for p, form in ((preds[0], "sigmoid"), (wp, "sigmoid+binomial"),
                                 (preds[1], "power_law")):
+                    given = p.interval_status == "ok"
                     records.append({
                         "form": form, "fraction": frac, "err_true": p.predicted_final - truth[-1],
-                        "err_obs": p.predicted_final - y[-1],
-                        "covered": p.predicted_final_lo <= truth[-1] <= p.predicted_final_hi,
+                        "err_obs": p.predicted_final - y[-1], "given": given,
+                        "covered": (p.predicted_final_lo <= truth[-1] <= p.predicted_final_hi)
+                        if given else np.nan,
+                        "covered_obs": (p.observed_final_lo <= y[-1] <= p.observed_final_hi)
+                        if given else np.nan,
+                        "width": p.predicted_final_hi - p.predicted_final_lo,
+                        "width_obs": p.observed_final_hi - p.observed_final_lo,
                         "reached": p.reached_c_mid})
     df = pd.DataFrame(records)
     print(f"\n1. prediction of the final pass rate: {len(TABLE1)} Table-1 runs x {seeds} draws, "
           f"30 evals to 6 x C_mid, Binomial({N_SAMPLES}) noise, bootstrap {n_boot}")
     print(f"{'form':<18}{'frac':>6}{'med |e| true':>14}{'p90 true':>10}{'med |e| obs':>13}"
-          f"{'p90 obs':>9}{'coverage':>10}{'reached C_mid':>15}")
+          f"{'p90 obs':>9}{'interval':>10}{'cov. true / width':>19}{'cov. obs / width':>18}"
+          f"{'reached C_mid':>15}")
     for (form, frac), sub in df.groupby(["form", "fraction"], sort=False):
         et, eo = sub["err_true"].abs(), sub["err_obs"].abs()
+        g = sub[sub["given"]]
+        cov = (f"{g['covered'].mean():.0%} / {g['width'].median():.3f}",
+               f"{g['covered_obs'].mean():.0%} / {g['width_obs'].median():.3f}") \
+            if len(g) else ("n/a", "n/a")
         print(f"{form:<18}{frac:>6.2f}{et.median():>14.4f}{et.quantile(0.9):>10.4f}"
-              f"{eo.median():>13.4f}{eo.quantile(0.9):>9.4f}{sub['covered'].mean():>10.0%}"
-              f"{sub['reached'].mean():>15.0%}")
+              f"{eo.median():>13.4f}{eo.quantile(0.9):>9.4f}{sub['given'].mean():>10.0%}"
+              f"{cov[0]:>19}{cov[1]:>18}{sub['reached'].mean():>15.0%}")
     print("sigmoid, median |e| true by reached_c_mid (flag False: A weakly determined):")
     sig = df[df["form"] == "sigmoid"]
     for (frac, reached), sub in sig.groupby(["fraction", "reached"]):
@@ -109,7 +124,8 @@ def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: 
             if name in stopped:
                 continue
             k = c <= frac * final + 1e-9
-            preds = predict_final(c[k], y[k], final, cfg, forms=("sigmoid",))
+            preds = predict_final(c[k], y[k], final, cfg, forms=("sigmoid",),
+                                  n_samples=np.full(int(k.sum()), N_SAMPLES))
             latest[name] = prediction_rows(name, "math", chunk, float(c[k][-1]), final, preds)
         df = pd.DataFrame([r for rows in latest.values() for r in rows])
         result = race(df, task="math", margin=margin, min_fraction=min_fraction)
@@ -147,7 +163,8 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=float, nargs="+", default=[0.3, 0.6])
     args = parser.parse_args()
     t0 = time.perf_counter()
-    bench_prediction(args.pred_seeds, args.bootstrap)
+    if args.pred_seeds > 0:
+        bench_prediction(args.pred_seeds, args.bootstrap)
     t1 = time.perf_counter()
     if args.race_seeds > 0:
         bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)

@@ -7,7 +7,8 @@ grid search, bounded polish), `powerlaw`, `bootstrap`, `curve` (one curve end to
 fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `report`, `cli`,
 `report_cli`, `synthetic` (the paper's Table 1 curves for tests and benchmarks), `noise`
 (binomial standard errors, weights, the noise floor), `collapse` (runs that rise then fall),
-`predict` + `predict_cli` (final pass rate and A from a run's evals so far), `racing` (stop
+`predict` + `predict_cli` (final pass rate and A from a run's evals so far), `intervals`
+(their calibrated intervals: the value a user will observe and the mean curve), `racing` (stop
 runs whose A is clearly below the best's; `scalerl race`), `backtest` (error of those
 predictions against finished runs, and of the persistence forecast), `logs` (TensorBoard event
 files and MLflow stores as tables), `forecast` (predictions and verdicts for the runs of any

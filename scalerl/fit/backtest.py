@@ -3,9 +3,13 @@
 For every finished run (one whose observed final pass rate is known), every prediction made
 along the way (`scalerl.fit.predict`, one row per chunk and form) is compared with the
 observed final: `backtest_table(predictions, finals)` gives one row per prediction with
-error = predicted_final - observed_final, abs_error and whether the interval covered the
-observed final; `backtest_summary(table, fractions)` the median and 90th percentile of the
-absolute error and the coverage per form and fraction-of-compute bin; `plot_backtest(table,
+error = predicted_final - observed_final, abs_error, and for the interval of the value the
+user observes (`observed_final_lo/hi`; predictions files written before it existed: the
+curve interval `predicted_final_lo/hi`) its width and whether it covered the observed final
+(NaN where the prediction has no interval, `interval_status`); `backtest_summary(table,
+fractions)` the median and 90th percentile of the absolute error, the share of predictions
+with an interval, their coverage (against the nominal `confidence`) and median width per form
+and fraction-of-compute bin; `plot_backtest(table,
 path)` the absolute error against the compute fraction, one line per run and form, sigmoid
 vs power law (matplotlib Agg). `finals_from_records(records)` takes the observed finals from
 fit.json records (the last point of each curve) for `scalerl.fit.report`.
@@ -22,8 +26,9 @@ predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from th
 each fraction of its final compute, scored against its last point.
 
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
-samples, `scalerl.fit.noise`): errors below that are not resolvable, and a curve interval
-(which excludes that noise) covers it less often than its nominal level.
+samples, `scalerl.fit.noise`): errors below that are not resolvable. The observed interval
+includes that noise; a curve interval (which excludes it) would cover it less often than its
+nominal level, which is why coverage is scored on the observed interval.
 
 Deliberately left out: weighting runs and scoring the prediction of A (A is never observed).
 """
@@ -43,7 +48,8 @@ import pandas as pd  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
 __all__ = ["backtest_table", "backtest_summary", "plot_backtest", "finals_from_records",
-           "backtest_markdown", "backtest_curve", "DEFAULT_BINS", "DEFAULT_FRACTIONS"]
+           "backtest_markdown", "backtest_curve", "DEFAULT_BINS", "DEFAULT_FRACTIONS",
+           "SUMMARY_COLUMNS"]
 
 DEFAULT_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_FRACTIONS = (0.25, 0.5, 0.75)
@@ -64,8 +70,10 @@ def backtest_table(predictions: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFr
     table = table[np.isfinite(table["predicted_final"].astype(float))].copy()
     table["error"] = table["predicted_final"] - table["observed_final"]
     table["abs_error"] = table["error"].abs()
-    table["covered"] = (table["predicted_final_lo"] <= table["observed_final"]) \
-        & (table["observed_final"] <= table["predicted_final_hi"])
+    lo, hi = _observed_interval(table)
+    table["interval_width"] = hi - lo
+    inside = (lo <= table["observed_final"]) & (table["observed_final"] <= hi)
+    table["covered"] = inside.astype(float).where(np.isfinite(lo) & np.isfinite(hi))
     latest = table["latest_reward"].astype(float) if "latest_reward" in table.columns \
         else np.nan
     table["persistence_error"] = latest - table["observed_final"]
@@ -73,21 +81,45 @@ def backtest_table(predictions: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFr
     return table.sort_values(["run", "task", "form", "compute_fraction"]).reset_index(drop=True)
 
 
-def backtest_summary(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> pd.DataFrame:
-    """Per form and compute-fraction bin (right-closed, e.g. (0.25, 0.5]): predictions, median
-    and 90th-percentile absolute error, coverage of the observed final."""
-    cut = pd.cut(table["compute_fraction"], list(bins), include_lowest=True)
-    rows = []
-    for (form, interval), sub in table.groupby([table["form"], cut], observed=True, sort=True):
-        rows.append({"form": form, "fraction_bin": str(interval), "n": int(len(sub)),
-                     "median_abs_error": float(sub["abs_error"].median()),
-                     "p90_abs_error": float(sub["abs_error"].quantile(0.9)),
-                     "coverage": float(sub["covered"].mean()), **_skill(sub)})
-    return pd.DataFrame(rows, columns=["form", "fraction_bin", "n", "median_abs_error",
-                                       "p90_abs_error", "coverage", *SKILL_COLUMNS])
+def _observed_interval(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The interval of one observed eval per row: observed_final_lo/hi, or for rows written
+    before those columns existed (interval_status empty) the curve interval."""
+    lo = table["predicted_final_lo"].astype(float)
+    hi = table["predicted_final_hi"].astype(float)
+    if "observed_final_lo" not in table.columns:
+        return lo, hi
+    old = table["interval_status"].isna() if "interval_status" in table.columns \
+        else pd.Series(True, index=table.index)
+    return (lo.where(old, table["observed_final_lo"].astype(float)),
+            hi.where(old, table["observed_final_hi"].astype(float)))
 
 
 SKILL_COLUMNS = ("persistence_median_abs_error", "persistence_p90_abs_error", "error_ratio")
+SUMMARY_COLUMNS = ["form", "fraction_bin", "n", "median_abs_error", "p90_abs_error",
+                   "with_interval", "coverage", "median_width", "confidence", *SKILL_COLUMNS]
+
+
+def backtest_summary(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> pd.DataFrame:
+    """Per form and compute-fraction bin (right-closed, e.g. (0.25, 0.5]): predictions, median
+    and 90th-percentile absolute error, the share with an interval, their coverage of the
+    observed final and median width, the nominal confidence (NaN if unknown), and the skill
+    against persistence (`SKILL_COLUMNS`)."""
+    cut = pd.cut(table["compute_fraction"], list(bins), include_lowest=True)
+    rows = []
+    for (form, interval), sub in table.groupby([table["form"], cut], observed=True, sort=True):
+        given = sub["covered"].notna()
+        conf = sub["confidence"].dropna() if "confidence" in sub.columns else pd.Series([])
+        rows.append({"form": form, "fraction_bin": str(interval), "n": int(len(sub)),
+                     "median_abs_error": float(sub["abs_error"].median()),
+                     "p90_abs_error": float(sub["abs_error"].quantile(0.9)),
+                     "with_interval": float(given.mean()),
+                     "coverage": float(sub.loc[given, "covered"].mean()) if given.any()
+                     else float("nan"),
+                     "median_width": float(sub.loc[given, "interval_width"].median())
+                     if given.any() else float("nan"),
+                     "confidence": float(conf.iloc[0]) if len(conf) else float("nan"),
+                     **_skill(sub)})
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 def _skill(sub: pd.DataFrame) -> dict:
@@ -105,19 +137,24 @@ def _skill(sub: pd.DataFrame) -> dict:
 def backtest_markdown(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> str:
     """The report section: the summary as a Markdown table."""
     summary = backtest_summary(table, bins)
+    conf = summary["confidence"].dropna()
+    nominal = f"{conf.iloc[0]:.0%}" if len(conf) else "the nominal level"
     lines = ["", "## Prediction backtest", "",
              f"{table['run'].nunique()} finished run(s): predictions of the final pass rate "
              "made at a fraction of the compute (`scalerl predict`) against the observed final."
-             " coverage: share of intervals containing the observed final. persistence: the "
+             " with interval: share of predictions the data supported an interval for; "
+             f"coverage: share of those intervals (of one observed eval, nominal {nominal}) "
+             "containing the observed final; width: their median width. persistence: the "
              "last-value forecast (the run stays at the reward observed when predicting); "
              "ratio = median abs. error / persistence's (< 1: the forecast is better).", "",
              "| form | compute fraction | predictions | median abs. error | p90 abs. error "
-             "| coverage | persistence median | persistence p90 | ratio |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| with interval | coverage | width | persistence median | persistence p90 "
+             "| ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         lines.append(f"| {r['form']} | {r['fraction_bin']} | {r['n']} | "
                      f"{r['median_abs_error']:.3f} | {r['p90_abs_error']:.3f} | "
-                     f"{_pct(r['coverage'])} | {_num(r['persistence_median_abs_error'])} | "
+                     f"{_pct(r['with_interval'])} | {_pct(r['coverage'])} | "
+                     f"{_num(r['median_width'])} | {_num(r['persistence_median_abs_error'])} | "
                      f"{_num(r['persistence_p90_abs_error'])} | "
                      f"{_num(r['error_ratio'], '.2f')} |")
     return "\n".join(lines) + "\n"

@@ -1,9 +1,20 @@
 """Bootstrap intervals for the sigmoid's A, B and C_mid.
 
-Two resampling schemes (`FitConfig.bootstrap_method`):
-- `residuals` (default): y*_j = f(C_j) + e*_j with e* drawn with replacement from the centred
-  residuals of the fit; keeps the compute design fixed, suits evenly spaced evaluations.
+Three resampling schemes (`FitConfig.bootstrap_method`):
+- `blocks` (default): moving-block residual bootstrap. y*_j = f(C_j) + e*_j where e* is the
+  centred residual series cut into overlapping blocks of `block_length` consecutive points,
+  drawn with replacement and laid end to end. Real curves drift, plateau and bump, so their
+  residuals are correlated; blocks keep that correlation in every replicate (a run of
+  positive residuals stays a run), independent draws would average it away and give intervals
+  that are too narrow. With uncorrelated residuals the block length is 1 and this is the
+  residual scheme.
+- `residuals`: y*_j = f(C_j) + e*_j with e* drawn one by one with replacement from the
+  centred residuals (independent residuals assumed; the scheme before blocks).
 - `points`: (C_j, y_j) pairs drawn with replacement; makes no assumption of equal noise.
+
+Block length (`block_length`): the lag-1 autocorrelation rho of the residuals sets it by the
+AR(1) rule for the moving-block bootstrap (Politis & White 2004), L = (2 rho / (1 - rho^2))^(2/3)
+N^(1/3), rounded, 1 when rho <= 0, at most N // 2.
 
 Each replicate is refitted by the bounded least-squares polish started from the point
 estimate, inside the same ranges as the point fit (a full grid search per replicate would
@@ -28,17 +39,48 @@ import numpy as np
 from scalerl.fit.optimize import polish
 from scalerl.fit.sigmoid import FitConfig, SigmoidFit, sigmoid
 
-__all__ = ["bootstrap_intervals"]
+__all__ = ["bootstrap_intervals", "block_length", "resample_indices"]
+
+BOOTSTRAP_METHODS = ("blocks", "residuals", "points")
+
+
+def block_length(resid) -> int:
+    """Moving-block length for the residual series `resid` [N] (see the module docstring)."""
+    r = np.asarray(resid, dtype=float)
+    r = r - r.mean()
+    n = r.size
+    denom = float(r @ r)
+    if n < 4 or denom <= 0:
+        return 1
+    rho = float(r[1:] @ r[:-1]) / denom  # lag-1 autocorrelation
+    if rho <= 0:
+        return 1
+    rho = min(rho, 0.95)
+    length = (2.0 * rho / (1.0 - rho * rho)) ** (2.0 / 3.0) * n ** (1.0 / 3.0)
+    return int(min(max(1, round(length)), n // 2))
+
+
+def resample_indices(n_pool: int, size: int, method: str, length: int,
+                     rng: np.random.Generator) -> np.ndarray:
+    """Indices [size] into a pool of `n_pool` residuals for one replicate: blocks of `length`
+    consecutive indices laid end to end (method "blocks"), else independent draws."""
+    if method != "blocks" or length <= 1:
+        return rng.integers(0, n_pool, size=size)
+    starts = rng.integers(0, n_pool - length + 1, size=-(-size // length))  # [ceil(size / L)]
+    return (starts[:, None] + np.arange(length)[None, :]).ravel()[:size]  # [size]
 
 
 def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
                         *, fixed_a: float | None = None, weights=None,
-                        keep_draws: bool = False) -> dict:
+                        keep_draws: bool = False, residual_pool=None) -> dict:
     """Percentile intervals {"A": [lo, hi], "B": [...], "C_mid": [...]} plus bookkeeping.
 
     `compute`, `reward`: the points the fit used (positive compute, above the cutoff, sorted
     by compute); `weights` [N]: the fit's weights, if any. `keep_draws`: also return
-    "draws", the [n_ok, 3] array of replicate (A, B, C_mid).
+    "draws", the [n_ok, 3] array of replicate (A, B, C_mid). `residual_pool` [M]: centred
+    standardised residuals to resample instead of the fit's own (a prefix of a run
+    bootstrapped with the whole run's residuals, `scalerl.fit.intervals`); the scheme is then
+    blocks or residuals, never points.
     """
     c = np.asarray(compute, dtype=float)
     y = np.asarray(reward, dtype=float)
@@ -52,13 +94,18 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
     sqrt_w = np.sqrt(w)  # [N] = 1 / se_j up to a common factor
     resid = (y - fitted) * sqrt_w  # [N] standardised residuals
     resid = resid - resid.mean()  # centred, so replicates are unbiased around the fit
+    method = config.bootstrap_method
+    if residual_pool is not None:
+        resid = np.asarray(residual_pool, dtype=float)
+        method = "residuals" if method == "points" else method
+    length = block_length(resid) if method == "blocks" else 1
     bounds = (fit.a_range, (config.b_min, config.b_max), fit.cmid_range)
     start = (fit.A, fit.B, fit.C_mid)
     draws = np.empty((n_boot, 3))  # [n_boot, (A, B, C_mid)]
     n_ok = 0
     for _ in range(n_boot):
-        idx = rng.integers(0, c.size, size=c.size)  # [N]
-        if config.bootstrap_method == "residuals":
+        idx = resample_indices(resid.size, c.size, method, length, rng)  # [N]
+        if method != "points":
             lc, yb, wb = log_c, fitted + resid[idx] / sqrt_w, w
         else:
             if np.unique(c[idx]).size < 3:  # a replicate must still span the curve
@@ -72,7 +119,8 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
         n_ok += 1
     draws = draws[:n_ok]
     alpha = (1.0 - config.confidence) / 2.0
-    out: dict = {"method": config.bootstrap_method, "n": n_boot, "n_ok": n_ok,
+    out: dict = {"method": method, "block_length": length, "n": n_boot,
+                 "n_ok": n_ok,
                  "confidence": config.confidence, "seed": config.bootstrap_seed}
     warnings = []
     if n_ok < max(10, n_boot // 2):

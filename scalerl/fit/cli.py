@@ -81,8 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "fraction of the max, score the rest; 'none' to skip (default 0.5)")
     parser.add_argument("--bootstrap", type=int, help="bootstrap replicates (default 200; 0: "
                         "no intervals)")
-    parser.add_argument("--bootstrap-method", choices=("residuals", "points"),
-                        help="resample residuals of the fit (default) or the points")
+    parser.add_argument("--bootstrap-method", choices=("blocks", "residuals", "points"),
+                        help="resample residuals of the fit in moving blocks (default: keeps "
+                        "their correlation), one by one, or resample the points")
     parser.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
     parser.add_argument("--paper-grid", action="store_true", help="the paper's grid: A "
                         "0.450..0.800 by 0.005, C_mid 100 linear values in [100, 40000]")

@@ -13,11 +13,13 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   law, `scalerl.fit.predict.predict_final`) from the points 0..k; `chunk` holds k, the index
   of the latest point used (scalerl's own evals use their chunk instead), `latest_reward`
   that point's reward;
-- `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, or too few
-  points), "collapsed", "stop" (the racing rule of `scalerl.fit.racing.race`: A's interval
-  clearly below the best's), "continue", or "finished" once it reached its final compute;
+- `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
+  points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
+  racing rule of `scalerl.fit.racing.race`: A's interval clearly below the best's),
+  "continue", or "finished" once it reached its final compute;
 - `forecast_table(rows, verdicts, ...)`: the text table (run, latest, predicted final
-  [interval], A [interval], reached C_mid, verdict).
+  [interval of the one eval the user will observe, `scalerl.fit.intervals`], A [calibrated
+  interval], reached C_mid, interval status, verdict).
 
 `add_input_arguments(parser)` declares the options every command over logs shares (inputs,
 --metric, --compute-col, --group-by, MLflow selection, --final-compute / --final-step).
@@ -146,7 +148,8 @@ def verdicts(rows: pd.DataFrame, *, finished: set[tuple[str, str]] = frozenset()
                 out[key] = "finished"
             elif d["status"] == "collapsed":
                 out[key] = "collapsed"
-            elif d["compute_fraction"] < min_fraction or d["A"] is None:
+            elif d["compute_fraction"] < min_fraction or d["A"] is None \
+                    or d["A_lo"] is None:  # no interval of A: racing cannot judge it yet
                 out[key] = "too early"
             else:
                 out[key] = "stop" if d["decision"] == "stop" else "continue"
@@ -161,13 +164,23 @@ def _interval(value: float, lo: float, hi: float) -> str:
     return f"{value:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def _final_interval(r: pd.Series) -> tuple[float, float]:
+    """The interval of the one eval the user will observe at the final compute; for rows
+    written before it existed (no interval_status), the mean curve's."""
+    if isinstance(r.get("interval_status"), str):
+        return r["observed_final_lo"], r["observed_final_hi"]
+    return r["predicted_final_lo"], r["predicted_final_hi"]
+
+
 def forecast_table(rows: pd.DataFrame, verdict: Mapping[tuple[str, str], str] | None = None,
                    *, steps: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """Text lines: one per run and task from its latest sigmoid row; `steps`: the progress
     text per (run, task) (e.g. 'step 120/400'), default the compute fraction."""
     latest = latest_rows(rows)
-    header = ["run", "task", "progress", "latest", "predicted final [95%]", "A [95%]",
-              "C_mid", "verdict" if verdict is not None else "status"]
+    conf = latest["confidence"].dropna() if "confidence" in latest.columns else ()
+    level = f"{conf.iloc[0]:.0%}" if len(conf) else "95%"
+    header = ["run", "task", "progress", "latest", f"predicted final [{level}, one eval]",
+              f"A [{level}]", "C_mid", "interval", "verdict" if verdict is not None else "status"]
     table = []
     for _, r in latest.iterrows():
         key = (str(r["run"]), str(r["task"]))
@@ -175,10 +188,11 @@ def forecast_table(rows: pd.DataFrame, verdict: Mapping[tuple[str, str], str] | 
         state = r["status"] if r["status"] not in ("ok", "not_converged") else ""
         table.append([key[0], key[1], progress,
                       "-" if not np.isfinite(r["latest_reward"]) else f"{r['latest_reward']:.3f}",
-                      _interval(r["predicted_final"], r["predicted_final_lo"],
-                                r["predicted_final_hi"]),
+                      _interval(r["predicted_final"], *_final_interval(r)),
                       _interval(r["A"], r["A_lo"], r["A_hi"]),
                       "reached" if r["reached_c_mid"] else ("not yet" if not state else "-"),
+                      r["interval_status"] if isinstance(r.get("interval_status"), str)
+                      else "-",
                       (verdict or {}).get(key, state or "-")])
     if latest["task"].nunique() <= 1:  # one task: its name goes in the title, not a column
         header.pop(1)

@@ -4,19 +4,29 @@
 same selection as `scalerl.fit.curve.fit_curve`: R0 from the compute-0 point, cutoff, optional
 binomial weights) with both forms and returns one `Prediction` each:
 
-- sigmoid (Khatri et al. 2025, Eq. 1): predicted_final = R(final_compute) and A, with
-  percentile intervals from the bootstrap of `scalerl.fit.bootstrap` (its replicate draws of
-  (A, B, C_mid), each mapped to R(final_compute));
-- power law R = A - D / C^B (`scalerl.fit.powerlaw`): the same quantities, intervals from a
-  residual bootstrap that refits the power law per replicate (same seed and count).
+- sigmoid (Khatri et al. 2025, Eq. 1): predicted_final = R(final_compute), A and C_mid;
+- power law R = A - D / C^B (`scalerl.fit.powerlaw`): predicted_final and A.
 
-The intervals are those of the fitted curve (its mean pass rate at the final compute), not of
-one noisy measurement of it: `scalerl.fit.noise.noise_floor` gives the latter's spread.
+Intervals (at `FitConfig.confidence`, 0.95 by default), from `scalerl.fit.intervals`, each
+named for what it covers:
+- `observed_final_lo/hi`: the value the user will observe, one eval of the final model
+  (the mean curve plus the eval noise of one measurement, `eval_se`);
+- `predicted_final_lo/hi`: the mean curve at the final compute (the fitted curve's value);
+- `A_lo/hi` and, for the sigmoid, `C_mid_lo/hi`.
+They come from the moving-block residual bootstrap (`scalerl.fit.bootstrap`; the power law
+refits each replicate the same way, same seed and count), widened by the run's own forecast
+errors on its earlier prefixes at the same horizon ratio (`backtest_n` of them, root mean
+square `backtest_rmse`; the mean-curve widening factor is `interval_widening`).
+`interval_status` says whether there is an interval: "ok"; "before_c_mid", "no_backtest",
+"few_points", "collapsed" (no interval, bounds NaN: the data cannot support one); "off"
+(bootstrap_n = 0); "uncalibrated" (`FitConfig.calibrate_intervals = False`: bootstrap
+percentiles only, with `bootstrap_method = "residuals"` the intervals of this module before
+calibration, which covered real finals far less often than nominal).
 
 `reached_c_mid` is False while the points have not reached the sigmoid's C_mid (largest
 fitted compute < C_mid): before the midpoint A is weakly determined (the curve's bend is not
-seen yet) and its interval is usually cut by the A range. The power law has no midpoint; its
-rows carry the same flag, a property of the data.
+seen yet). The power law has no midpoint; its rows carry the same flag, a property of the
+data, and the same "before_c_mid" interval status.
 
 Status per prediction: "ok"; "few_points" (fewer than 4 points to fit: values NaN);
 "collapsed" (the curve fell well below its peak, `scalerl.fit.collapse`: values NaN, the run
@@ -24,8 +34,10 @@ is not heading for a ceiling); "not_converged" (the fit ran but warns, e.g. a fl
 
 `PREDICTIONS_SCHEMA` is the one schema of `predictions.parquet` (one row per run, task, chunk
 and form; `latest_reward`, the reward observed at that chunk, is the persistence forecast a
-backtest compares with, NaN in files written before it existed); `merge_predictions` replaces the rows of the (run, task, chunk) it is given and
-keeps the rest, `write_predictions` writes atomically. The CLI is `scalerl.fit.predict_cli`.
+backtest compares with); `merge_predictions` replaces the rows of the (run, task, chunk) it
+is given and keeps the rest, `write_predictions` writes atomically, `read_predictions` reads
+files written before the `OPTIONAL_COLUMNS` existed (`latest_reward` and the interval
+columns) with those columns empty. The CLI is `scalerl.fit.predict_cli`.
 
 Deliberately left out: priors on A from other runs and profile-likelihood intervals.
 """
@@ -41,15 +53,25 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scalerl.fit.bootstrap import bootstrap_intervals
+from scalerl.fit.bootstrap import block_length, bootstrap_intervals, resample_indices
 from scalerl.fit.collapse import detect_collapse
 from scalerl.fit.curve import point_weights, select_points
+from scalerl.fit.intervals import (
+    PREFIX_BOOTSTRAP_MIN,
+    ForecastIntervals,
+    calibrate,
+    eval_noise_se,
+    horizon_backtest,
+    spread_sd,
+    unsupported,
+)
 from scalerl.fit.powerlaw import fit_power_law
-from scalerl.fit.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
+from scalerl.fit.sigmoid import FitConfig, FitError, SigmoidFit, fit_sigmoid, sigmoid
 from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
-           "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions"]
+           "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions",
+           "INTERVAL_COLUMNS"]
 
 FORMS = ("sigmoid", "power_law")
 KEY_COLUMNS = ("run", "task", "chunk")
@@ -71,16 +93,35 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("n_points", pa.int32(), nullable=False),  # points fitted
     pa.field("status", pa.string(), nullable=False),  # ok | few_points | collapsed | ...
     pa.field("latest_reward", pa.float64()),  # reward of that chunk: the persistence forecast
+    # interval of one eval at the final compute (mean curve + eval noise)
+    pa.field("observed_final_lo", pa.float64()),
+    pa.field("observed_final_hi", pa.float64()),
+    pa.field("C_mid", pa.float64()),  # sigmoid midpoint (NaN for the power law)
+    pa.field("C_mid_lo", pa.float64()),
+    pa.field("C_mid_hi", pa.float64()),
+    pa.field("interval_status", pa.string()),  # ok | before_c_mid | no_backtest | ...
+    pa.field("confidence", pa.float64()),  # nominal coverage of the intervals
+    pa.field("eval_se", pa.float64()),  # noise sd of one eval used by the observed interval
+    pa.field("interval_widening", pa.float64()),  # mean-curve interval / bootstrap width
+    pa.field("backtest_n", pa.int32()),  # earlier prefixes at the same horizon ratio
+    pa.field("backtest_rmse", pa.float64()),  # their forecast errors' root mean square
 ])
-# Columns a predictions file written before they existed lacks; read (and written) as NaN.
-OPTIONAL_COLUMNS = ("latest_reward",)
+# Columns added with calibrated intervals (each a `Prediction` field of the same name).
+INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo", "C_mid_hi",
+                    "interval_status", "confidence", "eval_se", "interval_widening",
+                    "backtest_n", "backtest_rmse")
+# Columns a predictions file written before they existed lacks; read (and written) empty.
+OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS)
+
+
+NAN = float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
     form: str
-    predicted_final: float
-    predicted_final_lo: float
+    predicted_final: float  # the fitted (mean) curve at the final compute
+    predicted_final_lo: float  # interval of the mean curve at the final compute
     predicted_final_hi: float
     A: float
     A_lo: float
@@ -90,36 +131,58 @@ class Prediction:
     status: str
     warnings: tuple[str, ...] = ()
     params: dict | None = None  # the fitted form's parameters (sigmoid: A, B, C_mid, R0)
+    observed_final_lo: float = NAN  # interval of one eval at the final compute
+    observed_final_hi: float = NAN
+    C_mid: float = NAN
+    C_mid_lo: float = NAN
+    C_mid_hi: float = NAN
+    interval_status: str = "off"  # see the module docstring
+    confidence: float = NAN
+    eval_se: float = NAN
+    interval_widening: float = NAN
+    backtest_n: int = 0
+    backtest_rmse: float = NAN
 
 
-def _empty(form: str, n_points: int, status: str, warning: str) -> Prediction:
-    nan = float("nan")
-    return Prediction(form, nan, nan, nan, nan, nan, nan, False, n_points, status, (warning,))
+def _empty(form: str, n_points: int, status: str, warning: str,
+           confidence: float = NAN) -> Prediction:
+    return Prediction(form, NAN, NAN, NAN, NAN, NAN, NAN, False, n_points, status, (warning,),
+                      interval_status=status, confidence=confidence)
 
 
-def _quantiles(values: np.ndarray, confidence: float) -> tuple[float, float]:
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return float("nan"), float("nan")
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+def _standardised_residuals(y, fitted, weights) -> np.ndarray:
+    """(y - fitted) sqrt(w), centred: [N], the pool the bootstraps resample."""
+    resid = (y - fitted) * (1.0 if weights is None else np.sqrt(weights))
+    return resid - resid.mean()
 
 
-def _power_law_draws(c, y, fit, final_compute, config: FitConfig, weights) -> np.ndarray:
-    """Residual bootstrap of the power law: [n_ok, 2] replicate (A, R(final_compute))."""
+def _power_law_draws(c, y, fit, final_compute, config: FitConfig, weights,
+                     residual_pool=None) -> np.ndarray:
+    """Residual bootstrap of the power law (blocks, residuals or points as
+    `config.bootstrap_method`; `residual_pool` as in `bootstrap_intervals`): [n_ok, 2]
+    replicate (A, R(final_compute))."""
     rng = np.random.default_rng(config.bootstrap_seed)
     w = np.ones_like(y) if weights is None else weights
     sqrt_w = np.sqrt(w)
     fitted = fit.predict(c)  # [N]
-    resid = (y - fitted) * sqrt_w
-    resid = resid - resid.mean()
+    resid = _standardised_residuals(y, fitted, weights)
+    method = config.bootstrap_method
+    if residual_pool is not None:
+        resid = np.asarray(residual_pool, float)
+        method = "residuals" if method == "points" else method
+    length = block_length(resid) if method == "blocks" else 1
     out = np.empty((config.bootstrap_n, 2))
     n_ok = 0
     for _ in range(config.bootstrap_n):
-        yb = fitted + resid[rng.integers(0, c.size, size=c.size)] / sqrt_w  # [N]
+        idx = resample_indices(resid.size, c.size, method, length, rng)  # [N]
+        if method == "points":
+            cb, yb, wb = c[idx], y[idx], None if weights is None else weights[idx]
+            if np.unique(cb).size < 3:
+                continue
+        else:
+            cb, yb, wb = c, fitted + resid[idx] / sqrt_w, weights  # [N]
         try:
-            rep = fit_power_law(c, yb, b_scan_points=100, weights=weights)
+            rep = fit_power_law(cb, yb, b_scan_points=100, weights=wb)
         except ValueError:
             continue
         out[n_ok] = (rep.A, float(rep.predict(final_compute)))
@@ -131,6 +194,73 @@ def _params(form: str, sig, pl) -> dict:
     if form == "sigmoid":
         return {"A": sig.A, "B": sig.B, "C_mid": sig.C_mid, "R0": sig.R0}
     return {"A": pl.A, "D": pl.D, "B": pl.B}
+
+
+class _PrefixFits:
+    """The forecasters refitted on the first m points, for `horizon_backtest`: each prefix
+    forecast comes with its bootstrap spread, resampling the whole run's residuals (a prefix of
+    a few points has too few residuals of its own). The prefix's sigmoid fit is shared by both
+    forms; its C_mid decides whether a forecast is issued."""
+
+    def __init__(self, c, y, r0: float, config: FitConfig, weights):
+        self.c, self.y, self.r0, self.config, self.weights = c, y, r0, config, weights
+        self.boot_config = config.replace(bootstrap_n=max(PREFIX_BOOTSTRAP_MIN,
+                                                          config.bootstrap_n // 4))
+        self._sigmoid: dict[int, SigmoidFit | None] = {}
+
+    def sigmoid(self, m: int) -> SigmoidFit | None:
+        if m not in self._sigmoid:
+            w = None if self.weights is None else self.weights[:m]
+            try:
+                self._sigmoid[m] = fit_sigmoid(self.c[:m], self.y[:m], self.config, r0=self.r0,
+                                               weights=w)
+            except (FitError, ValueError):
+                self._sigmoid[m] = None
+        return self._sigmoid[m]
+
+    def forecast(self, form: str, m: int, target: float, pool) -> tuple[float, float] | None:
+        """(forecast at `target`, its bootstrap sd) from the first m points, or None."""
+        sig = self.sigmoid(m)
+        if sig is None or self.c[m - 1] < sig.C_mid:  # not issued: before its C_mid
+            return None
+        c, y = self.c[:m], self.y[:m]
+        w = None if self.weights is None else self.weights[:m]
+        if form == "sigmoid":
+            pred = float(sig.predict(target))
+            draws = bootstrap_intervals(c, y, sig, self.boot_config, weights=w,
+                                        keep_draws=True, residual_pool=pool)["draws"]
+            values = sigmoid(target, draws[:, 0], draws[:, 1], draws[:, 2], sig.R0)
+        else:
+            try:
+                pl = fit_power_law(c, y, weights=w)
+            except ValueError:
+                return None
+            pred = float(pl.predict(target))
+            values = _power_law_draws(c, y, pl, target, self.boot_config, w,
+                                      residual_pool=pool)[:, 1]
+        return pred, spread_sd(np.asarray(values, float), self.config.confidence)
+
+
+def _intervals(form: str, predicted: float, fitted, final_draws, a: float, a_draws, c_mid,
+               c_mid_draws, *, reached: bool, prefixes: _PrefixFits, final_compute: float,
+               config: FitConfig, n_used) -> ForecastIntervals:
+    c, y = prefixes.c, prefixes.y
+    se, source = eval_noise_se(y, predicted, n_used)
+    unit = bool(np.all((y >= 0) & (y <= 1)))
+    common = dict(A=a, a_draws=a_draws, c_mid=c_mid, c_mid_draws=c_mid_draws,
+                  unit_interval=unit, n_points=int(c.size),
+                  residual_ms=float(np.mean((y - fitted) ** 2)))
+    if not config.calibrate_intervals:
+        return calibrate(predicted, final_draws, None, None, se, source, config.confidence,
+                         **common)
+    if not reached:
+        return unsupported("before_c_mid", se, source, warning="the points have not reached "
+                           "C_mid: the ceiling is not determined by the data, no interval")
+    pool = _standardised_residuals(y, fitted, prefixes.weights)
+    backtest = horizon_backtest(c, y, final_compute / c[-1],
+                                lambda m, t: prefixes.forecast(form, m, t, pool))
+    return calibrate(predicted, final_draws, backtest["error"], backtest["sd"], se, source,
+                     config.confidence, **common)
 
 
 def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
@@ -150,7 +280,7 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
         sel = select_points(compute, reward, config)
     except FitError as err:
         n = int((c_all > 0).sum())
-        return [_empty(f, n, "few_points", str(err)) for f in forms]
+        return [_empty(f, n, "few_points", str(err), config.confidence) for f in forms]
     used = sel.used
     c, y = sel.compute[used], sel.reward[used]
     order = np.argsort(c_all, kind="stable")
@@ -160,37 +290,49 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
         if collapse is not None:
             text = (f"collapsed: peak {collapse['peak_reward']:.4g} at compute "
                     f"{collapse['peak_compute']:.4g}, now {collapse['final_reward']:.4g}")
-            return [_empty(f, int(c.size), "collapsed", text) for f in forms]
+            return [_empty(f, int(c.size), "collapsed", text, config.confidence) for f in forms]
     weights = point_weights(c, y, n_used, config)
     sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
     reached = bool(c.max() >= sig.C_mid)
+    prefixes = _PrefixFits(c, y, sel.r0, config, weights)
     out, pl = [], None
     for form in forms:
+        c_mid = c_mid_draws = None
         if form == "sigmoid":
             pf, a, warnings = float(sig.predict(final_compute)), sig.A, list(sig.warnings)
-            converged = sig.converged
-            pf_lo = pf_hi = a_lo = a_hi = float("nan")
+            converged, c_mid = sig.converged, sig.C_mid
             if config.bootstrap_n > 0:
                 boot = bootstrap_intervals(c, y, sig, config, weights=weights, keep_draws=True)
                 draws = boot["draws"]  # [n_ok, (A, B, C_mid)]
-                a_lo, a_hi = boot["A"]
-                pf_draws = sigmoid(final_compute, draws[:, 0], draws[:, 1], draws[:, 2], sig.R0)
-                pf_lo, pf_hi = _quantiles(np.asarray(pf_draws, float), config.confidence)
+                a_draws, c_mid_draws = draws[:, 0], draws[:, 2]
+                pf_draws = np.asarray(sigmoid(final_compute, draws[:, 0], draws[:, 1],
+                                              draws[:, 2], sig.R0), float)  # [n_ok]
                 warnings += boot["warnings"]
         else:
             pl = fit_power_law(c, y, weights=weights)
             pf, a, warnings, converged = float(pl.predict(final_compute)), pl.A, \
                 list(pl.warnings), pl.converged and not pl.warnings
-            pf_lo = pf_hi = a_lo = a_hi = float("nan")
             if config.bootstrap_n > 0:
                 draws = _power_law_draws(c, y, pl, final_compute, config, weights)
-                a_lo, a_hi = _quantiles(draws[:, 0], config.confidence)
-                pf_lo, pf_hi = _quantiles(draws[:, 1], config.confidence)
+                a_draws, pf_draws = draws[:, 0], draws[:, 1]
         if not reached:
             warnings.append("the points have not reached C_mid: A is weakly determined")
-        out.append(Prediction(form, pf, pf_lo, pf_hi, float(a), a_lo, a_hi, reached,
-                              int(c.size), "ok" if converged else "not_converged",
-                              tuple(warnings), params=_params(form, sig, pl)))
+        if config.bootstrap_n > 0:
+            fitted = sig.predict(c) if form == "sigmoid" else pl.predict(c)  # [N]
+            iv = _intervals(form, pf, fitted, pf_draws, float(a), a_draws, c_mid, c_mid_draws,
+                            reached=reached, prefixes=prefixes, final_compute=final_compute,
+                            config=config, n_used=n_used)
+            warnings += iv.warnings
+        else:
+            iv = unsupported("off")
+        out.append(Prediction(
+            form, pf, iv.mean[0], iv.mean[1], float(a), iv.A[0], iv.A[1], reached,
+            int(c.size), "ok" if converged else "not_converged", tuple(warnings),
+            params=_params(form, sig, pl), observed_final_lo=iv.observed[0], observed_final_hi=iv.observed[1],
+            C_mid=NAN if c_mid is None else float(c_mid), C_mid_lo=iv.C_mid[0],
+            C_mid_hi=iv.C_mid[1], interval_status=iv.status, confidence=config.confidence,
+            eval_se=iv.eval_se, interval_widening=iv.widening, backtest_n=iv.backtest_n,
+            backtest_rmse=iv.backtest_rmse))
     return out
 
 
@@ -204,14 +346,15 @@ def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compu
              "predicted_final": p.predicted_final, "predicted_final_lo": p.predicted_final_lo,
              "predicted_final_hi": p.predicted_final_hi, "A": p.A, "A_lo": p.A_lo,
              "A_hi": p.A_hi, "reached_c_mid": p.reached_c_mid, "n_points": p.n_points,
-             "status": p.status, "latest_reward": float(latest_reward)} for p in predictions]
+             "status": p.status, "latest_reward": float(latest_reward),
+             **{name: getattr(p, name) for name in INTERVAL_COLUMNS}} for p in predictions]
 
 
 def _table(rows: Sequence[dict] | pd.DataFrame) -> pa.Table:
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if df.empty:
         return PREDICTIONS_SCHEMA.empty_table()
-    df = df.assign(**{c: np.nan for c in OPTIONAL_COLUMNS if c not in df.columns})
+    df = df.assign(**{name: None for name in OPTIONAL_COLUMNS if name not in df.columns})
     missing = [f.name for f in PREDICTIONS_SCHEMA if f.name not in df.columns]
     if missing:
         raise ValueError(f"prediction rows lack column(s) {', '.join(missing)}")
@@ -227,15 +370,16 @@ def read_predictions(paths: Sequence[str | Path] | str | Path) -> pd.DataFrame:
         if not path.exists():
             raise FileNotFoundError(f"predictions file {path} does not exist")
         table = pq.read_table(path)
-        missing = [n for n in PREDICTIONS_SCHEMA.names if n not in table.column_names
-                   and n not in OPTIONAL_COLUMNS]
+        missing = [n for n in PREDICTIONS_SCHEMA.names
+                   if n not in table.column_names and n not in OPTIONAL_COLUMNS]
         if missing:
             raise ValueError(f"{path}: not a predictions.parquet (missing column(s) "
                              f"{', '.join(missing)}); write it with `scalerl predict`")
-        have = [n for n in PREDICTIONS_SCHEMA.names if n in table.column_names]
-        frame = table.select(have).to_pandas()
-        frames.append(frame.assign(**{c: np.nan for c in OPTIONAL_COLUMNS
-                                      if c not in frame.columns})[PREDICTIONS_SCHEMA.names])
+        for name in OPTIONAL_COLUMNS:  # written before the column existed: empty
+            if name not in table.column_names:
+                field = PREDICTIONS_SCHEMA.field(name)
+                table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+        frames.append(table.select(PREDICTIONS_SCHEMA.names).to_pandas())
     if not frames:
         raise ValueError("no predictions files given")
     return pd.concat(frames, ignore_index=True)
@@ -243,9 +387,7 @@ def read_predictions(paths: Sequence[str | Path] | str | Path) -> pd.DataFrame:
 
 def merge_predictions(old: pd.DataFrame | None, new_rows: Sequence[dict]) -> pd.DataFrame:
     """`old` without the (run, task, chunk) keys of `new_rows`, plus `new_rows`, sorted."""
-    new = pd.DataFrame(list(new_rows))
-    new = new.assign(**{c: np.nan for c in OPTIONAL_COLUMNS if c not in new.columns})
-    new = new.reindex(columns=PREDICTIONS_SCHEMA.names)
+    new = pd.DataFrame(list(new_rows)).reindex(columns=PREDICTIONS_SCHEMA.names)
     if old is None or old.empty:
         merged = new
     else:

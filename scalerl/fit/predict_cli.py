@@ -17,6 +17,11 @@ value to forecast (the task column of the output is the metric's name unless the
 task), `--compute-col` the x-axis (default: step). For these rows `chunk` is the index of the
 latest point fitted.
 
+Intervals: 95 % by default (`confidence` in --config), calibrated (`scalerl.fit.intervals`):
+`observed_final_lo/hi` for the eval of the final model the user will see,
+`predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`; `interval_status` says
+when the data cannot support one yet (bounds empty).
+
 EVAL (`--eval`): scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run;
 only the held-out split (`dataset` = val) is used when the column exists. Pass rate per (task,
 chunk) = mean of `correct`, with n = its number of samples (binomial weights, `--weighting
@@ -202,8 +207,10 @@ def run(args: argparse.Namespace) -> int:
             latest = float(upto["compute"].iloc[-1])
             rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds,
                                     latest_reward=float(upto["pass_rate"].iloc[-1]))
-            text = ", ".join(f"{p.form} final {p.predicted_final:.3f} A {p.A:.3f} "
-                             f"[{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status})" for p in preds)
+            text = ", ".join(f"{p.form} final {p.predicted_final:.3f} (observed "
+                             f"[{p.observed_final_lo:.3f}, {p.observed_final_hi:.3f}]) A "
+                             f"{p.A:.3f} [{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status}; interval "
+                             f"{p.interval_status})" for p in preds)
             progress(f"predict: {run_id} {task} chunk {chunk} ({latest / final:.0%} of compute "
                      f"{final:.4g} {ccol}): {text}")
     merged = merge_predictions(old, rows)

@@ -7,10 +7,14 @@ predictions.parquet per run, concatenated). Units: a "group" is one configuratio
 configuration are judged together.
 
 Per group (the runs with a usable prediction, i.e. not few_points, finite A):
-- one run: A, A_lo, A_hi are the run's (bootstrap interval of A);
+- one run: A, A_lo, A_hi are the run's (the calibrated interval of A, `scalerl.fit.intervals`:
+  block bootstrap widened by the run's own backtest; 95 % by default);
 - k >= 2 seeds: A = mean of the seeds' A, spread = max - min of their A, A_lo / A_hi = mean
-  of their bounds; the fraction of compute is the smallest of the seeds'.
-The best group has the largest A. A group is stopped when all of:
+  of the bounds of the seeds that have an interval; the fraction of compute is the smallest
+  of the seeds'.
+A group none of whose seeds has an interval (interval_status before_c_mid, no_backtest, ...:
+the data cannot support one yet) is kept and is not a reference. The best group has the
+largest A among the groups with an interval. A group is stopped when all of:
 1. it has run at least `min_fraction` of its compute (earlier, A is weakly determined);
 2. its A_hi < best A_lo - margin (the intervals are separated by more than the margin);
 3. it is not tied with the best: best A - A > max(margin, its spread, the best's spread)
@@ -71,19 +75,31 @@ def _float(v) -> float | None:
     return None if v is None or not np.isfinite(v) else float(v)
 
 
+def _interval_status(sub: pd.DataFrame) -> pd.Series:
+    """Per row: interval_status, or "ok" for rows written before the column existed."""
+    if "interval_status" not in sub.columns:
+        return pd.Series("ok", index=sub.index)
+    return sub["interval_status"].fillna("ok").astype(str)
+
+
 def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dict]:
     out = {}
     for name, sub in latest.groupby(latest["run"].map(lambda r: groups.get(r, r)), sort=True):
         usable = sub[~sub["status"].isin(UNUSABLE) & np.isfinite(sub["A"])
                      & (sub["status"] != "collapsed")]
+        bounded = usable[np.isfinite(usable["A_lo"].astype(float))
+                         & np.isfinite(usable["A_hi"].astype(float))]
         s = {"runs": sorted(sub["run"]), "n_seeds": int(len(usable)),
              "fraction": float(sub["compute_fraction"].min()),
              "collapsed": sorted(sub.loc[sub["status"] == "collapsed", "run"]),
-             "A": None, "A_lo": None, "A_hi": None, "spread": 0.0}
+             "A": None, "A_lo": None, "A_hi": None, "spread": 0.0,
+             "no_interval": sorted(set(_interval_status(usable[~usable.index.isin(
+                 bounded.index)]))) if len(bounded) < len(usable) else []}
         if len(usable):
-            s.update(A=float(usable["A"].mean()), A_lo=float(usable["A_lo"].mean()),
-                     A_hi=float(usable["A_hi"].mean()),
+            s.update(A=float(usable["A"].mean()),
                      spread=float(usable["A"].max() - usable["A"].min()))
+        if len(bounded):
+            s.update(A_lo=float(bounded["A_lo"].mean()), A_hi=float(bounded["A_hi"].mean()))
         out[str(name)] = s
     return out
 
@@ -98,7 +114,8 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
     latest = latest_predictions(predictions, task, form)
     groups = dict(groups or {})
     summary = _summaries(latest, groups)
-    ranked = [g for g in summary if summary[g]["A"] is not None]
+    ranked = [g for g in summary if summary[g]["A"] is not None
+              and summary[g]["A_lo"] is not None]
     best = max(ranked, key=lambda g: summary[g]["A"]) if ranked else None
     b = summary[best] if best else None
     decisions, saved, planned = [], 0.0, 0.0
@@ -116,6 +133,9 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
             stop, reason = True, "the run collapsed (reward fell well below its peak)"
         elif g["A"] is None:
             reason = "no usable prediction yet (too few points)"
+        elif g["A_lo"] is None:
+            reason = (f"no interval of A yet ({', '.join(g['no_interval']) or 'none'}): the "
+                      "data cannot support one, so no decision")
         elif name == best:
             reason = "best A so far"
         else:

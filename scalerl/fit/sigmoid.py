@@ -98,11 +98,19 @@ class FitConfig(Config):
     r0: float | None = field_(None, "reward of the base model; None: the first point's reward "
                               "(a compute-0 point is the base model and is not fitted)")
     bootstrap_n: int = field_(200, "bootstrap replicates for the intervals (0: none)", ge=0)
-    bootstrap_method: str = field_("residuals", "resample residuals of the fit, or the points",
-                                   choices=("residuals", "points"))
+    bootstrap_method: str = field_("blocks", "resample the residuals in moving blocks "
+                                   "(correlated residuals, the default), one by one "
+                                   "(residuals), or resample the points",
+                                   choices=("blocks", "residuals", "points"))
     bootstrap_seed: int = field_(0, "seed of the bootstrap generator", ge=0)
-    confidence: float = field_(0.95, "coverage of the percentile bootstrap intervals",
+    confidence: float = field_(0.95, "nominal coverage of every interval (bootstrap "
+                               "percentiles, forecast intervals): 0.95 by default",
                                gt=0, lt=1)
+    calibrate_intervals: bool = field_(True, "forecasts: widen the intervals by the run's own "
+                                       "forecast errors on its earlier prefixes at the same "
+                                       "horizon ratio and add the eval noise of one "
+                                       "measurement (scalerl.fit.intervals); False: bootstrap "
+                                       "percentiles of the fitted curve only")
     extrapolate_fraction: float | None = field_(0.5, "extrapolation check: fit on compute <= "
                                                 "this fraction of the maximum, predict the rest; "
                                                 "None: skip", gt=0, lt=1)

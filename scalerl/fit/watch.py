@@ -4,14 +4,14 @@ they train, with a forecast of where each is heading.
 Every `--interval` seconds (default 30; a plain wait between polls, never a busy loop) the
 inputs are read again (TensorBoard event files incrementally, MLflow stores and tables whole:
 `scalerl.fit.inputs`); each run whose points changed since its last forecast is predicted
-again (`scalerl.fit.forecast`: sigmoid and power law, intervals by bootstrap). After each poll
-with a change:
+again (`scalerl.fit.forecast`: sigmoid and power law, calibrated intervals,
+`scalerl.fit.intervals`). After each poll with a change:
 - one table, kept up to date (redrawn in place on a terminal, printed again when it changed
   otherwise; `scalerl.utils.log.LiveBlock`): run, progress (step / final step), latest value,
-  predicted final [95 % interval], A [interval], whether C_mid is reached, and the verdict:
-  too early (under `--min-fraction` of its compute, or too few points), collapsed, stop (the
-  racing rule, `scalerl.fit.racing`: its A interval lies clearly below the best run's),
-  continue, or finished;
+  predicted final [95 % interval of one eval], A [interval], whether C_mid is reached, the
+  interval status, and the verdict: too early (under `--min-fraction` of its compute, too few
+  points, or no interval of A yet), collapsed, stop (the racing rule, `scalerl.fit.racing`:
+  its A interval lies clearly below the best run's), continue, or finished;
 - OUT/predictions.parquet (every forecast made so far, PREDICTIONS_SCHEMA, so `scalerl race
   --predictions` and a backtest read it) and OUT/forecast.png (points, fitted sigmoid,
   forecast to the final compute, predicted final with its interval) are rewritten atomically.

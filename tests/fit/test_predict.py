@@ -46,12 +46,15 @@ def test_nearly_noise_free_curve_recovers_the_parameters_within_the_interval():
 
 
 def test_intervals_cover_the_truth_on_noisy_binomial_curves():
+    """The block-bootstrap curve interval alone (no calibration: at half of a 30-eval run the
+    backtest has too few prefixes, tests/fit/test_intervals.py covers that path)."""
     hits_a = hits_final = 0
     errors = []
+    cfg = FitConfig(bootstrap_n=40, calibrate_intervals=False)
     for seed in range(16):
         c, y, truth, a = binomial_curve(seed=seed)
         k = c <= 0.5 * c[-1] + 1e-9
-        (p,) = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=40), forms=("sigmoid",))
+        (p,) = predict_final(c[k], y[k], c[-1], cfg, forms=("sigmoid",))
         hits_a += p.A_lo <= a <= p.A_hi
         hits_final += p.predicted_final_lo <= truth[-1] <= p.predicted_final_hi
         errors.append(p.predicted_final - truth[-1])

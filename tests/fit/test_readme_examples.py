@@ -2,7 +2,7 @@
 
 `write_examples(folder)` writes the logs the README's commands read: `runs/`, the TensorBoard
 log of two GRPO runs as verl writes them (an eval tag every 20 steps, a per-step training
-reward; 300 of 600 planned steps done), and `wandb_export.csv`, a W&B chart's "Export CSV" of
+reward; 400 of 600 planned steps done), and `wandb_export.csv`, a W&B chart's "Export CSV" of
 the same evals. Every `scalerl ...` line of the README section is run in that folder (`scalerl
 watch` with --max-polls 1, since the runs are not finished); the run names and verdicts of the
 output tables shown in the README must be those printed.
@@ -23,7 +23,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Forecasting any run"
 TAG = "val-core/openai/gsm8k/reward/mean@1"
 RUNS = {"grpo_lr1e-6": 0.68, "grpo_lr3e-6": 0.55}  # run -> A
-DONE, PLANNED = 300, 600
+DONE, PLANNED = 400, 600
 
 
 def evals(a: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
