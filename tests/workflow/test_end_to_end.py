@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 import yaml
 from report_browser import check_report
-from snakemake_run import REPO, job_counts
+from snakemake_run import REPO, SNAKEFILE, job_counts
 
 from scalerl.eval.schema import metadata_of, read_eval_table
 
@@ -49,7 +49,7 @@ def _config(workdir):
 
 
 def _cmd(workdir, *args):
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory",
             str(workdir), "--configfile", str(_config(workdir)), "--cores", "2",
             "--workflow-profile", "none", "--rerun-incomplete", *args]
 
@@ -142,8 +142,8 @@ def check_sweep_outputs(workdir):
     # -- provenance ---------------------------------------------------------------------------
     assert provenance["run"] == RUN and provenance["scalerl_version"]
     assert provenance["git_commit"] and "torch" in provenance["packages"]
-    assert provenance["resolved_recipe"]["prompts_per_step"] == 4
-    assert provenance["resolved_recipe"]["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
+    assert provenance["run_config"]["recipe"]["prompts_per_step"] == 4
+    assert provenance["run_config"]["recipe"]["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
 
 
 @pytest.mark.slow

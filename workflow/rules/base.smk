@@ -4,26 +4,26 @@
 
 rule model_config:
     output:
-        res("models", "{model}", "model.yaml"),
+        yaml=res("models", "{model}", "model.yaml"),
     params:
         cfg=lambda w: SWEEP.models[w.model].config,
     log:
         res("logs", "model_config", "{model}.log"),
     localrule: True
     run:
-        write_yaml(output[0], params.cfg)
+        write_config(output.yaml, params.cfg, log[0])
 
 
 rule base:
     input:
-        cfg=res("models", "{model}", "model.yaml"),
+        cfg=rules.model_config.output.yaml,
     output:
         model=directory(res("models", "{model}", "base")),
     log:
         res("logs", "base", "{model}.log"),
     benchmark:
         res("benchmarks", "base", "{model}.tsv")
-    threads: rule_resources("base")["threads"]
+    threads: threads_of("base")
     resources:
         **job_resources("base"),
     conda:
