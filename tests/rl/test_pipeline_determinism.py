@@ -48,8 +48,8 @@ def test_two_runs_on_the_fixed_schedule_are_identical(micro, tmp_path):
             torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
         ra, rb = (read_rollouts(tmp_path / name / f"c{chunk}").to_pandas() for name in "ab")
         assert ra.equals(rb)
-    rows = read_rollouts(tmp_path / "a" / "c1").to_pandas()
-    # chunk 1 starts at step 2: batch s (trained at step s + 1) made by max(s − 1, 2)
+    rows = read_rollouts(tmp_path / "a" / "c2").to_pandas()
+    # chunk 2 starts at step 2: batch s (trained at step s + 1) made by max(s − 1, 2)
     assert rows.groupby("step")["staleness"].agg(set).to_dict() == {3: {0}, 4: {1}, 5: {1}}
 
 
