@@ -8,8 +8,8 @@ chunk 0 is the base model (evaluated, never trained), training chunk K >= 1 writ
 checkpoint `chunk{K}`, and its steps.parquet, rollouts.parquet and the eval Parquet of that
 checkpoint all carry chunk = K. --init is the base model directory for chunk 1 and chunk
 K−1's output for K > 1 (default: the run config's `base` for chunk 1); --prompts defaults to
-the run config's `prompts`. OUT
-receives the checkpoint (HF model + tokenizer + trainer_state.pt/json) and steps.parquet.
+the run config's `prompts`. OUT receives the checkpoint (HF model + tokenizer +
+trainer_state.pt/json) and steps.parquet.
 Intra-chunk saves go to OUT.partial; rerunning a killed chunk resumes from there.
 
 With `trainer_ranks: N > 1` in the run config the command re-executes itself under
@@ -49,8 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("--config", required=True, help="the run's RunConfig (YAML/JSON)")
-    parser.add_argument("--chunk", type=int, required=True, help="training chunk K (1 = the first, from the base "
-                        "model; chunk 0 is the base model itself)")
+    parser.add_argument("--chunk", type=int, required=True,
+                        help="training chunk K (1 = the first, from the base model; chunk 0 is "
+                             "the base model itself)")
     parser.add_argument("--init", default=None,
                         help="base model dir (K = 1) or chunk K-1's output dir (K > 1); "
                              "default: the config's `base` for K = 1")

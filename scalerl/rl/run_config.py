@@ -48,6 +48,7 @@ from scalerl.tracking.config import TrackingConfig
 
 __all__ = ["EvalConfig", "RunConfig", "TaskWeights", "load_run_config"]
 
+
 @dataclasses.dataclass(frozen=True)
 class TaskWeights(Config):
     """Sampling weights of the task families; each prompt of a step draws its task by weight."""
@@ -95,9 +96,9 @@ class RunConfig(Config):
     steps_per_chunk: int = field_(50, "optimizer steps per training chunk", ge=1)
     chunk_steps: tuple[int, ...] = field_(
         (), "optimizer steps of each chunk when chunks differ in length: chunk k (from 1; "
-        "chunk 0 is the base model) trains the k-th entry; empty = every chunk trains steps_per_chunk. Growing chunks "
-        "(e.g. 3, 3, 6, 10, 18, 20) spread the checkpoints evenly over log compute, the "
-        "fit's axis",
+        "chunk 0 is the base model) trains the k-th entry; empty = every chunk trains "
+        "steps_per_chunk. Growing chunks (e.g. 3, 3, 6, 10, 18, 20) spread the checkpoints "
+        "evenly over log compute, the fit's axis",
     )
     save_every: int = field_(
         10, "intra-chunk resume save every N steps (0 = only the chunk's final checkpoint)", ge=0

@@ -71,8 +71,8 @@ STEP_COLUMNS = (
     "run", "chunk", "step", "compute_flops", "compute_device_hours", "tokens", "reward_mean",
     "pass_rate", "truncation_rate", "interruption_rate", "zero_variance_fraction",
     "npr_retired", "loss", "grad_norm", "entropy", "is_ratio_mean", "clip_fraction",
-    "is_ratio_max", "is_ratio_min", "mismatch_kl", "seq_ratio_mean", "staleness_mean", "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr",
-    "padding_fraction",
+    "is_ratio_max", "is_ratio_min", "mismatch_kl", "seq_ratio_mean", "staleness_mean",
+    "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr", "padding_fraction",
 )
 MISMATCH_COLUMNS = ("is_ratio_max", "is_ratio_min", "mismatch_kl", "seq_ratio_mean")
 TIME_COLUMNS = ("time_generate_s", "time_wait_s", "time_grade_s", "time_batch_s",

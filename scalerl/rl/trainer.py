@@ -3,8 +3,8 @@ previous chunk's checkpoint.
 
 `train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_in_chunk(K)`
 optimizer steps of training chunk K (numbered from 1 as the workflow's checkpoints chunk{K};
-chunk 1 starts from the base model, chunk 0) and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoint`, with
-`steps.parquet` inside). Per step:
+chunk 1 starts from the base model, chunk 0) and writes OUT (a checkpoint directory, see
+`scalerl.rl.checkpoint`, with `steps.parquet` inside). Per step:
 
 1. completions of B prompts × G samples from the off-policy mode's rollout source
    (`scalerl.rl.rollouts`: on-policy, PPO-off-policy-k, PipelineRL-k);

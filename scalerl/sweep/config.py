@@ -181,9 +181,9 @@ class TrainKeys(Config):
                          "one evaluation; chunk k starts from chunk k-1 (chunk 1 from the base "
                          "model, chunk 0)", ge=1)
     steps_per_chunk: int | tuple[int, ...] = field_(
-        RunConfig.steps_per_chunk, "optimizer steps per chunk: one integer for every chunk, or a list with one entry "
-        "per chunk (length `train.chunks`). Growing chunks such as `[3, 3, 6, 10, 18, 20]` "
-        "(checkpoints at steps 3, 6, 12, 22, 40, 60) spread the evaluation points evenly over "
+        RunConfig.steps_per_chunk, "optimizer steps per chunk: one integer for every chunk, or "
+        "a list with one entry per chunk (length `train.chunks`). Growing chunks such as "
+        "`[3, 3, 6, 10, 18, 20]` (checkpoints at steps 3, 6, 12, 22, 40, 60) spread the evaluation points evenly over "
         "log compute, the axis of the sigmoid fit, and put four of them in the first half of "
         "the compute so the report's extrapolation check (fit on <= half, score the rest) can "
         "run")

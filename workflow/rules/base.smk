@@ -2,16 +2,13 @@
 # with SFT, or a Hugging Face model copied into a local model directory.
 
 
-rule model_config:
+use rule data_config as model_config with:
     output:
         yaml=res("models", "{model}", "model.yaml"),
     params:
         cfg=lambda w: SWEEP.models[w.model].config,
     log:
         res("logs", "model_config", "{model}.log"),
-    localrule: True
-    run:
-        write_config(output.yaml, params.cfg, log[0])
 
 
 rule base:

@@ -58,6 +58,11 @@ def job_resources(kind):
     return sweep.job_resources(SWEEP.resources[kind])
 
 
+def report_file(name, caption):
+    """report/NAME, shown in `snakemake --report` with workflow/report/CAPTION."""
+    return report(res("report", name), caption=f"../report/{caption}", category="Scaling report")
+
+
 def options(args):
     """A list of command-line options (`scalerl.sweep.options`) as one shell string."""
     return shlex.join(args)

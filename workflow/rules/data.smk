@@ -1,4 +1,5 @@
 # Stage 1: the prompt set shared by every run (`scalerl data`): train/val splits of math + code.
+# data_config writes a job config from the sweep (base.smk's model_config is the same rule).
 
 
 rule data_config:

@@ -9,26 +9,10 @@ rule report:
         racing=racing_decisions,
         steps=trained_checkpoints,
     output:
-        table=report(
-            res("report", "scaling.parquet"),
-            caption="../report/scaling.rst",
-            category="Scaling report",
-        ),
-        markdown=report(
-            res("report", "scaling.md"),
-            caption="../report/scaling_md.rst",
-            category="Scaling report",
-        ),
-        curves=report(
-            res("report", "curves.png"),
-            caption="../report/curves.rst",
-            category="Scaling report",
-        ),
-        mismatch=report(
-            res("report", "mismatch.png"),
-            caption="../report/mismatch.rst",
-            category="Scaling report",
-        ),
+        table=report_file("scaling.parquet", "scaling.rst"),
+        markdown=report_file("scaling.md", "scaling_md.rst"),
+        curves=report_file("curves.png", "curves.rst"),
+        mismatch=report_file("mismatch.png", "mismatch.rst"),
     params:
         out=lambda w, output: os.path.dirname(output.table),
         options=options(sweep.report_options(SWEEP)),
