@@ -49,9 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("--config", required=True, help="the run's RunConfig (YAML/JSON)")
-    parser.add_argument("--chunk", type=int, required=True,
-                        help="training chunk K (1 = the first, from the base model; chunk 0 is "
-                             "the base model itself)")
+    parser.add_argument("--chunk", type=int, required=True, help="training chunk K >= 1 "
+                        "(chunk 1 starts from the base model, which is chunk 0)")
     parser.add_argument("--init", default=None,
                         help="base model dir (K = 1) or chunk K-1's output dir (K > 1); "
                              "default: the config's `base` for K = 1")
