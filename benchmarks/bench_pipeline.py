@@ -74,13 +74,13 @@ def run(name: str, base: Path, prompts: Path, work: Path, steps: int, overrides:
     config.write_text(yaml.safe_dump({
         "run": f"bench-{name}", "seed": 0, "steps_per_chunk": steps, "save_every": 0,
         "threads": threads, "task_weights": task_weights,
-        "recipe": {"preset": "scalerl", "overrides": overrides}, **(run_fields or {}),
+        "recipe": overrides, **(run_fields or {}),
     }))
     out = work / name
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     subprocess.run([sys.executable, "-m", "scalerl", "train", "--config", str(config), "--chunk",
-                    "0", "--init", str(base), "--prompts", str(prompts), "--out", str(out)],
+                    "1", "--init", str(base), "--prompts", str(prompts), "--out", str(out)],
                    check=True, env=env, stderr=subprocess.DEVNULL)
     frame = read_steps(out / "steps.parquet")
     seconds = frame["compute_device_hours"].diff().iloc[1:] * 3600.0  # per-step wall-clock
@@ -125,15 +125,14 @@ def main() -> int:
         "optimizer": {"lr": 1e-4, "warmup_steps": 0, "eps": 1e-8},
     }
     task_weights = {"math": 1.0, "code": 0.0}
-    run_fields: dict = {}  # RunConfig fields of every set-up (the run.yaml's length settings)
+    run_fields: dict = {}  # RunConfig fields of every set-up (the run.yaml's temperature)
     if args.run_config is not None:
         import yaml
 
         run_cfg = yaml.safe_load(args.run_config.read_text())
-        common = {**run_cfg["recipe"].get("overrides", {})}
+        common = {**run_cfg["recipe"]}  # the run's whole recipe, its length budgets included
         task_weights = run_cfg["task_weights"]
-        run_fields = {k: run_cfg[k] for k in ("gen_len", "length", "temperature")
-                      if run_cfg.get(k) is not None}
+        run_fields = {k: run_cfg[k] for k in ("temperature",) if run_cfg.get(k) is not None}
     if args.base is None:
         base, prompts = fresh_base(work)
         common["zero_variance_filter"] = False

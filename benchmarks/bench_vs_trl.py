@@ -97,7 +97,7 @@ def run_config(args, setup: str, base: Path, prompts: Path) -> dict:
         "device": "cpu", "threads": max(1, args.threads // 2) if pipeline else args.threads,
         "generators": 1,
         "numerics": {"micro_batch_tokens": args.micro_batch_tokens if bucketed else 0},
-        "recipe": {"preset": "scalerl", "overrides": {
+        "recipe": {
             "off_policy": "pipeline" if pipeline else "on-policy", "max_lag": args.max_lag,
             "prompts_per_step": args.prompts_per_step,
             "generations_per_prompt": args.generations, "length_control": "none",
@@ -106,7 +106,7 @@ def run_config(args, setup: str, base: Path, prompts: Path) -> dict:
             "loss": {"kind": "cispo", "eps_max": args.eps_max, "aggregation": "token"},
             "optimizer": {"lr": args.lr, "warmup_steps": 0, "eps": 1e-8, "weight_decay": 0.01,
                           "betas": [0.9, 0.999], "grad_clip": 1.0},
-        }},
+        },
     }
 
 
@@ -119,17 +119,17 @@ def run_scalerl(args, setup: str, base: Path, prompts: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     cfg = out / "run.yaml"
     cfg.write_text(yaml.safe_dump(run_config(args, setup, base, prompts)))
-    shutil.rmtree(out / "chunk0", ignore_errors=True)
+    shutil.rmtree(out / "chunk1", ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "scalerl", "train", "--config", str(cfg), "--chunk",
-                    "0", "--out", str(out / "chunk0")], check=True, env=env,
+                    "1", "--out", str(out / "chunk1")], check=True, env=env,
                    stdout=subprocess.DEVNULL, stderr=open(out / "train.log", "w"))
     wall = time.perf_counter() - t0
     import pandas as pd
 
-    steps = pd.read_parquet(out / "chunk0" / "steps.parquet")
-    rollouts = pd.read_parquet(out / "chunk0" / "rollouts.parquet")
+    steps = pd.read_parquet(out / "chunk1" / "steps.parquet")
+    rollouts = pd.read_parquet(out / "chunk1" / "rollouts.parquet")
     step_s = (steps["compute_device_hours"].diff().fillna(steps["compute_device_hours"])
               * 3600).tolist()
     return {"step_s": step_s, "process_s": wall,

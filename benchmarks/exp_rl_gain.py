@@ -123,17 +123,20 @@ def main() -> int:
     parser.add_argument("--max-sft-steps", type=int, default=1500)
     parser.add_argument("--eval-prompts", type=int, default=200)
     args = parser.parse_args()
+    from scalerl.rl.recipe import recipe_from_preset
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     prompts = build_prompts(out, 4000, 200)
     base = warm_start(out, args.base_target, args.max_sft_steps, threads=2)
     run_cfg = {
         "run": f"tiny-m_L48_{args.preset}_b16x8_s0", "seed": 0, "model": "tiny-m",
-        "recipe": {"preset": args.preset, "overrides": {
+        "recipe_name": args.preset,
+        "recipe": recipe_from_preset(args.preset, {
             "prompts_per_step": 16, "generations_per_prompt": 8,
             "think_budget": [33, 39], "answer_budget": 8, "interruption_text": "</think>",
             "length_penalty": {"max_len": 48, "cache_len": 7},
-            "optimizer": {"lr": 1e-4, "warmup_steps": 0, "eps": 1e-8}}},
+            "optimizer": {"lr": 1e-4, "warmup_steps": 0, "eps": 1e-8}}).to_dict(),
         "steps_per_chunk": args.steps_per_chunk, "save_every": 10, "threads": 1,
         "task_weights": {"math": 1.0, "code": 0.0},
         "eval": {"samples_per_prompt": 4, "max_prompts": args.eval_prompts},
@@ -141,13 +144,13 @@ def main() -> int:
     config = out / "run.yaml"
     config.write_text(yaml.safe_dump(run_cfg))
     results = []
-    checkpoints = [base] + [out / f"chunk{k}" for k in range(args.chunks)]
+    checkpoints = [base] + [out / f"chunk{k}" for k in range(1, args.chunks + 1)]
     for k, ckpt in enumerate(checkpoints):
         if k > 0 and not (ckpt / "steps.parquet").is_file():
             t0 = time.time()
-            scalerl("train", "--config", str(config), "--chunk", str(k - 1), "--init",
+            scalerl("train", "--config", str(config), "--chunk", str(k), "--init",
                     str(checkpoints[k - 1]), "--prompts", str(prompts), "--out", str(ckpt))
-            print(f"chunk {k - 1}: {time.time() - t0:.0f}s", file=sys.stderr)
+            print(f"chunk {k}: {time.time() - t0:.0f}s", file=sys.stderr)
         evaluation = out / f"eval_chunk{k}.parquet"
         if not evaluation.is_file():
             scalerl("eval", "--config", str(config), "--checkpoint", str(ckpt), "--chunk", str(k),

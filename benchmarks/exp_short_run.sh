@@ -6,8 +6,8 @@
 #
 #   benchmarks/exp_short_run.sh NAME MODEL GEN_LEN "STEPS_OF_EACH_CHUNK" [--set KEY=VALUE ...]
 #   e.g. PROMPTS=/tmp/prompts_add_sub.parquet benchmarks/exp_short_run.sh m_as tiny-m 80 "20 20 20"
-#        benchmarks/exp_short_run.sh s_lr tiny-s 80 "20 20 20" --set recipe.overrides.optimizer.lr=3.0e-4
-#        benchmarks/exp_short_run.sh m_lr tiny-m 80 "4 4 8 12 16 16" --set recipe.overrides.optimizer.lr=1.0e-4
+#        benchmarks/exp_short_run.sh s_lr tiny-s 80 "20 20 20" --set recipe.optimizer.lr=3.0e-4
+#        benchmarks/exp_short_run.sh m_lr tiny-m 80 "4 4 8 12 16 16" --set recipe.optimizer.lr=1.0e-4
 #
 # RESULTS (default results) is the sweep to start from; PROMPTS (default RESULTS/data/prompts.parquet)
 # the prompt set for training and eval; OUT (default /tmp/exp) holds the chunks, the eval
@@ -40,7 +40,7 @@ fi
 read -ra chunk_steps <<< "$schedule"
 chunk_list=$(IFS=,; echo "${chunk_steps[*]}")
 for ((k = 0; k < ${#chunk_steps[@]}; k++)); do
-  $py -m scalerl train --config "$work/run.yaml" --chunk $k --init "$prev" \
+  $py -m scalerl train --config "$work/run.yaml" --chunk $((k + 1)) --init "$prev" \
     --model-config "$model_cfg" --prompts "$prompts" --out "$work/chunk$((k + 1))" \
     --set "chunk_steps=[$chunk_list]" "$@" 2> "$work/train$k.log"
   prev=$work/chunk$((k + 1))

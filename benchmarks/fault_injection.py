@@ -54,6 +54,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+SNAKEFILE = REPO / "workflow" / "Snakefile"
 sys.path.insert(0, str(REPO / "tests" / "workflow"))
 sys.path.insert(0, str(REPO / "tests" / "rl"))
 from test_end_to_end import CHUNKS, RUN, check_sweep_outputs  # noqa: E402
@@ -91,7 +92,7 @@ def write_config(config: Path, workdir: Path, save_every: int, mode: str) -> Pat
 
 def snakemake_cmd(workdir: Path, configfile: Path) -> list[str]:
     """The one command a trial starts, kills and reruns."""
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory",
             str(workdir), "--configfile", str(configfile), "--cores", "1",
             "--workflow-profile", "none", "--rerun-incomplete"]
 

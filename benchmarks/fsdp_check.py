@@ -117,7 +117,7 @@ def main() -> int:
 
     world = init_world(args.device)
     cfg, arch = shipped_run(args.tiny)
-    recipe = cfg.resolved_recipe()
+    recipe = cfg.recipe
     prompt = 8 if args.tiny else args.prompt_tokens
     cap = 16 if args.tiny else GenerationBudget.from_recipe(
         recipe, INTERRUPTION_TOKENS).max_new_tokens

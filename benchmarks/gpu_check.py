@@ -18,8 +18,8 @@ writes OUT/gpu_check.json.
    bound); CUDA only (CPU: tokens/s printed, MFU skipped with a message).
 4. chunk: `scalerl train` (the CLI, preflight included) for `--train-steps` steps of the
    ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
-   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s
-   and MFU.
+   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s,
+   MFU and per-step generator–trainer mismatch (mismatch_kl).
 
 On CPU every part runs at the small default shape except what needs CUDA, which prints
 "skipped: ..." instead. Deliberately left out: a pass/fail verdict (these are measurements)
@@ -192,10 +192,10 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
     run_yaml = out / "run.yaml"
     run_yaml.write_text(yaml.safe_dump({
         "run": f"gpu-check_{args.engine}", "seed": 0, "model": "qwen3-local",
-        "recipe": {"preset": "scalerl", "overrides": {
+        "recipe": {
             "prompts_per_step": 8, "generations_per_prompt": 8, "think_budget": [24, 32],
             "answer_budget": 16, "interruption_text": "</think>", "max_lag": 2,
-            "optimizer": {"lr": 1e-5, "warmup_steps": 1}}},
+            "optimizer": {"lr": 1e-5, "warmup_steps": 1}},
         "steps_per_chunk": args.train_steps, "save_every": 0, "engine": args.engine,
         "device": "auto", "task_weights": {"math": 1.0, "code": 0.0},
         "numerics": {"param_dtype": "float32", "compute_dtype": "auto",
@@ -204,12 +204,12 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
     model_yaml = out / "model.yaml"  # generators in bf16 (as vLLM serves Qwen3), trainer fp32
     model_yaml.write_text(yaml.safe_dump({"model": {"name": str(model_dir), "dtype": "bfloat16",
                                                     "prompt_format": "chat"}}))
-    ckpt = out / "chunk0"
+    ckpt = out / "chunk1"
     if ckpt.exists():
         import shutil
 
         shutil.rmtree(ckpt)
-    cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "0",
+    cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "1",
            "--init", str(model_dir), "--prompts", str(prompts), "--out", str(ckpt),
            "--model-config", str(model_yaml)]
     if not torch.cuda.is_available():
@@ -227,6 +227,7 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
     train_tps = float(steps["train_tokens_per_s"].iloc[-1])
     return {"returncode": 0, "steps": len(steps),
             "pass_rate": [float(x) for x in steps["pass_rate"]],
+            "mismatch_kl": [float(x) for x in steps["mismatch_kl"]],
             "train_tokens_per_s": train_tps,
             "gen_tokens_per_s": float(steps["gen_tokens_per_s"].iloc[-1]),
             "padding_fraction": float(steps["padding_fraction"].iloc[-1]),

@@ -3,9 +3,13 @@
     scalerl train --config run.yaml --chunk K --init PREV_DIR --prompts prompts.parquet \\
         --out results/runs/RUN/chunk{K}
 
---init is the base model directory for chunk 0 and chunk K−1's output for K > 0 (default: the
-run config's `base` for chunk 0); --prompts defaults to the run config's `prompts`. OUT
-receives the checkpoint (HF model + tokenizer + trainer_state.pt/json) and steps.parquet.
+Chunks are numbered as the workflow and every output number them (docs/design.md, "The DAG"):
+chunk 0 is the base model (evaluated, never trained), training chunk K >= 1 writes the
+checkpoint `chunk{K}`, and its steps.parquet, rollouts.parquet and the eval Parquet of that
+checkpoint all carry chunk = K. --init is the base model directory for chunk 1 and chunk
+K−1's output for K > 1 (default: the run config's `base` for chunk 1); --prompts defaults to
+the run config's `prompts`. OUT receives the checkpoint (HF model + tokenizer +
+trainer_state.pt/json) and steps.parquet.
 Intra-chunk saves go to OUT.partial; rerunning a killed chunk resumes from there.
 
 With `trainer_ranks: N > 1` in the run config the command re-executes itself under
@@ -45,10 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
     parser.add_argument("--config", required=True, help="the run's RunConfig (YAML/JSON)")
-    parser.add_argument("--chunk", type=int, required=True, help="chunk index K (0-based)")
+    parser.add_argument("--chunk", type=int, required=True, help="training chunk K >= 1 "
+                        "(chunk 1 starts from the base model, which is chunk 0)")
     parser.add_argument("--init", default=None,
-                        help="base model dir (K = 0) or chunk K-1's output dir (K > 0); "
-                             "default: the config's `base` for K = 0")
+                        help="base model dir (K = 1) or chunk K-1's output dir (K > 1); "
+                             "default: the config's `base` for K = 1")
     parser.add_argument("--prompts", default=None,
                         help="prompts.parquet (train split used); default: the config's `prompts`")
     parser.add_argument("--out", required=True, help="output checkpoint directory of chunk K")
@@ -61,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a RunConfig field, dotted for nested ones, value parsed "
                              "as YAML (e.g. --set steps_per_chunk=5 --set "
-                             "recipe.overrides.optimizer.lr=1e-4); repeatable")
+                             "recipe.optimizer.lr=1e-4); repeatable")
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -102,11 +107,12 @@ def run(args: argparse.Namespace) -> int:
     from scalerl.rl.trainer import NonFiniteError, train_chunk
 
     cfg = load_run_config(args.config, parse_overrides(args.set))
-    if args.chunk < 0:
-        raise ValueError(f"--chunk {args.chunk}: must be >= 0")
-    init = args.init or (cfg.base if args.chunk == 0 else None)
+    if args.chunk < 1:
+        raise ValueError(f"--chunk {args.chunk}: training chunks are numbered from 1 (chunk 1 "
+                         "starts from the base model; chunk 0 is the base model itself)")
+    init = args.init or (cfg.base if args.chunk == 1 else None)
     if init is None:
-        raise ValueError("--init is required (the base model for chunk 0 when the config has no "
+        raise ValueError("--init is required (the base model for chunk 1 when the config has no "
                          "`base`, else the previous chunk's output directory)")
     prompts = args.prompts or cfg.prompts
     if prompts is None:
@@ -176,7 +182,7 @@ def check_plan(cfg: Any, init: str, prompts: str, model_cfg: Any, gpu_mem: str |
     asked = None  # --gpu-mem plans for the devices the run asks for on each node
     if gpu_mem:
         per_gen = cfg.vllm.tensor_parallel_size if cfg.engine == "vllm" else 1
-        gens = cfg.generators if cfg.resolved_recipe().off_policy == "pipeline" else 0
+        gens = cfg.generators if cfg.recipe.off_policy == "pipeline" else 0
         asked = -(-cfg.trainer_ranks // nodes) + -(-gens // nodes) * per_gen
     report = preflight(cfg, init, parse_size(gpu_mem) if gpu_mem else None,
                        devices=asked, nodes=nodes,

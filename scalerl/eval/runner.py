@@ -67,9 +67,10 @@ class EvalSettings:
     budget: GenerationBudget  # the run's per-sample limits, exactly as in training
 
     @classmethod
-    def from_run(cls, run_cfg: Any, recipe: Any, n_interrupt_tokens: int) -> EvalSettings:
-        """Settings of `run_cfg` (a RunConfig) with its resolved `recipe`; the budget is
+    def from_run(cls, run_cfg: Any, n_interrupt_tokens: int) -> EvalSettings:
+        """Settings of `run_cfg` (a RunConfig) and its recipe; the budget is
         `GenerationBudget.from_recipe`, the one the trainer uses."""
+        recipe = run_cfg.recipe
         return cls(
             samples_per_prompt=run_cfg.eval.samples_per_prompt,
             max_prompts=run_cfg.eval.max_prompts,
@@ -236,8 +237,8 @@ def _report(line: ProgressLine, finished: Sequence[tuple[Completion, Future] | N
 def _labels(run_cfg: Any, settings: EvalSettings, overrides: Mapping[str, str]) -> dict[str, Any]:
     labels: dict[str, Any] = {
         "run": run_cfg.run, "model": run_cfg.model,
-        "gen_len": run_cfg.gen_len or settings.budget.gen_len,
-        "recipe": run_cfg.recipe.label, "seed": run_cfg.seed,
+        "gen_len": settings.budget.gen_len,
+        "recipe": run_cfg.recipe_name, "seed": run_cfg.seed,
     }
     for key, value in overrides.items():
         if key not in LABEL_KEYS:
@@ -291,10 +292,9 @@ def run_eval(
     hf_logging.disable_progress_bar()  # no weight-loading bars in the job logs
     checkpoint = Path(checkpoint)
     summary = _checkpoint_summary(checkpoint, chunk)
-    recipe = run_cfg.resolved_recipe()
+    recipe = run_cfg.recipe
     tokenizer = load_tokenizer(checkpoint)
-    settings = EvalSettings.from_run(run_cfg, recipe,
-                                     len(encode_text(tokenizer, recipe.interruption_text)))
+    settings = EvalSettings.from_run(run_cfg, len(encode_text(tokenizer, recipe.interruption_text)))
     if max_prompts is not None:
         settings = dataclasses.replace(settings, max_prompts=max_prompts)
     if samples is not None:

@@ -8,7 +8,9 @@ recognisable without reading its rows.
 Columns (all non-null):
 
     run, model, gen_len, recipe, seed          which run of the sweep (copied from run.yaml)
-    chunk, step                                which checkpoint (chunk 0 = the base model, step 0)
+    chunk, step                                which checkpoint: chunk 0 = the base model (step
+                                               0), k = training chunk k's (the chunk of its
+                                               steps.parquet and rollouts.parquet rows)
     compute_flops, compute_device_hours        compute spent by the run up to this checkpoint
     task                                       math | code
     test_type                                  how the sample was graded: answer (math),

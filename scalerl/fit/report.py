@@ -191,10 +191,13 @@ def _cells_markdown(df: pd.DataFrame, by: Sequence[str]) -> str:
 def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = DEFAULT_BY,
                  order: dict[str, Sequence] | None = None,
                  predictions: pd.DataFrame | None = None,
-                 racing: Sequence[str | Path] | None = None) -> dict:
+                 racing: Sequence[str | Path] | None = None,
+                 steps: Sequence[str | Path] | None = None) -> dict:
     """scaling.parquet, scaling.md and curves.png under `out`; returns their paths.
     `predictions`: also the backtest section and backtest.png (when any run matches);
-    `racing`: decision files of `scalerl race`, listed in a racing section.
+    `racing`: decision files of `scalerl race`, listed in a racing section;
+    `steps`: steps.parquet files or checkpoint directories, for the generator–trainer mismatch
+    section and mismatch.png (`scalerl.fit.mismatch`).
 
     `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
     the "does more scale raise the ceiling" section (`scalerl.fit.axes`)."""
@@ -229,7 +232,17 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
             backtest_text = backtest_markdown(table)
             paths["backtest"] = out / "backtest.png"
             plot_backtest(table, paths["backtest"])
+    mismatch_text = ""
+    if steps:
+        from scalerl.fit.mismatch import mismatch_frame, mismatch_markdown, plot_mismatch
+
+        frame = mismatch_frame(steps)
+        if len(frame):
+            mismatch_text = mismatch_markdown(frame)
+            paths["mismatch"] = out / "mismatch.png"
+            plot_mismatch(frame, paths["mismatch"])
     write_text_atomic(paths["markdown"], text + axes_markdown(df, present, order)
-                      + _cells_markdown(df, present) + backtest_text + racing_text)
+                      + _cells_markdown(df, present) + backtest_text + racing_text
+                      + mismatch_text)
     plot_panels(list(records), paths["plot"], by=present, order=order)
     return paths

@@ -12,6 +12,9 @@ writes, atomically:
     DIR/curves.png        every curve redrawn from its parameters and stored points, one
                           colour per --by combination
     DIR/backtest.png      with --predictions: prediction error vs fraction of compute
+    DIR/mismatch.png      with --steps: each run's generator–trainer mismatch per step
+                          (mismatch_kl, the extremes of π_train/π_gen), and its section
+                          in scaling.md
 --order model=tiny-s,tiny-m gives an axis's values smallest first (gen_len is numeric).
 Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
 """
@@ -39,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "files (scalerl predict): adds the prediction backtest")
     parser.add_argument("--racing", nargs="+", metavar="JSON", help="decision files of "
                         "`scalerl race` (racing/chunk{k}.json): adds the racing section")
+    parser.add_argument("--steps", nargs="+", metavar="CHECKPOINT_OR_PARQUET",
+                        help="checkpoint directories of `scalerl train` (or their "
+                             "steps.parquet): adds the generator–trainer mismatch section "
+                             "and mismatch.png")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         from scalerl.fit.predict import read_predictions
 
         predictions = read_predictions(args.predictions)
-    paths = write_report(records, args.out, by, order, predictions, args.racing)
+    paths = write_report(records, args.out, by, order, predictions, args.racing, args.steps)
     flagged = sum(not r.get("converged", False) for r in records)
     progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
              + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))

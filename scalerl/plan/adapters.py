@@ -55,7 +55,7 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     run_cfg = RunConfig.from_dict(dict(run))  # typos and bad values fail here, naming the key
     run = run_cfg.to_dict()
     vllm = run_cfg.vllm
-    recipe = run_cfg.resolved_recipe()
+    recipe = run_cfg.recipe
     # The trainer's budget; the interruption text has at most as many tokens as UTF-8 bytes.
     cap = GenerationBudget.from_recipe(recipe, len(recipe.interruption_text.encode()),
                                        run_cfg.max_new_tokens).max_new_tokens

@@ -18,7 +18,7 @@ counters, the global step, the policy version and, for partial saves, the steps 
 
 Atomicity: `write_checkpoint` builds the directory under a temporary sibling name and swaps it
 in (`scalerl.utils.io.atomic_path`), so a crash leaves either the old directory or the new
-one, never half of one. A base model directory (chunk 0's input) is any HF model directory
+one, never half of one. A base model directory (chunk 0; chunk 1's input) is any HF model directory
 without trainer_state.pt. Several trainer ranks write the same layout plus the optimizer and
 model shards in dcp/ (`scalerl.parallel.checkpoint`), with the state files of
 `write_state_files`; their trainer_state.pt has no optimizer entry.
@@ -54,7 +54,7 @@ __all__ = [
 
 STATE_FILE = "trainer_state.pt"
 SUMMARY_FILE = "trainer_state.json"
-STATE_FORMAT = 1
+STATE_FORMAT = 2  # 2: chunks numbered from 1 (chunk 0 = the base model), as in the workflow
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -87,7 +87,7 @@ def read_trainer_summary(path: str | Path) -> dict[str, Any]:
     """The JSON summary of a checkpoint: run, chunk, step, version, compute_* and more.
 
     For a base model directory (no trainer state) this returns the step-0 summary
-    `{"step": 0, "chunk": -1, "version": 0, "compute_flops": 0.0, ...}` so evaluation can treat
+    `{"step": 0, "chunk": 0, "version": 0, "compute_flops": 0.0, ...}` so evaluation can treat
     the base model as the point at zero compute.
     """
     path = Path(path)
@@ -95,7 +95,7 @@ def read_trainer_summary(path: str | Path) -> dict[str, Any]:
     if not summary_file.is_file():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path} is neither a trainer checkpoint nor a model dir")
-        return {"step": 0, "chunk": -1, "version": 0, "compute_flops": 0.0,
+        return {"step": 0, "chunk": 0, "version": 0, "compute_flops": 0.0,
                 "compute_device_hours": 0.0, "tokens": 0}
     return json.loads(summary_file.read_text())
 
@@ -106,7 +106,7 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
     if not state_file.is_file():
         raise FileNotFoundError(
             f"{path} has no {STATE_FILE}: it is not a trainer checkpoint (a base model "
-            "directory is only valid as the input of chunk 0)"
+            "directory is only valid as the input of chunk 1)"
         )
     # weights_only=False: the state holds RNG tuples and plain Python containers we wrote.
     try:
@@ -114,6 +114,12 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
     except (RuntimeError, EOFError, OSError) as err:
         raise ValueError(f"{state_file}: unreadable trainer state ({err}); the checkpoint is "
                          "damaged: delete the checkpoint dir and re-run its chunk") from err
+    if state.get("format") == 1:
+        raise ValueError(
+            f"{state_file}: trainer state format 1 was written by a scalerl that numbered "
+            "training chunks from 0 (its chunk k is chunk k+1 now, as in the workflow's "
+            "checkpoint directories and the eval Parquet); retrain the run from its base "
+            "model, or continue it with the scalerl that wrote it")
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
     sharded = state.get("sharded") and (Path(path) / "dcp").is_dir()  # optimizer in dcp/

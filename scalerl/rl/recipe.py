@@ -19,9 +19,11 @@ Presets (`PRESETS`: name → overrides of the defaults, `PRESET_DOCS`: name → 
   off-policy mode, FP32 head and batch/zero-variance handling; what it leaves unsaid is marked
   [I] in `PRESET_DOCS` and chosen as stated there.
 
-`recipe_from_preset(name, overrides)` merges `overrides` (nested dicts merge into nested
-configs) into a preset and validates the result; unknown presets and keys are errors that list
-the valid ones.
+`recipe_from_preset(name, *layers)` is the one merge of a recipe: the preset's fields, then
+each layer of overrides in the order given (nested mappings merge), typed and validated once
+into a `RecipeConfig`; unknown presets and keys are errors that list the valid ones. A sweep's
+layers and their order are `scalerl.sweep.runs.run_recipe`'s; the run config (run.yaml) then
+carries the typed result whole (`RunConfig.recipe`), and nothing downstream merges again.
 
 Deliberately left out: run-level settings (model, data, steps, seeds, devices, sampling
 temperature) — those live in the trainer's run config.
@@ -264,19 +266,25 @@ def list_presets() -> list[str]:
     return list(PRESETS)
 
 
-def recipe_from_preset(name: str, overrides: dict[str, Any] | None = None) -> RecipeConfig:
-    """The named preset with `overrides` merged in (nested dicts merge), validated."""
+def recipe_from_preset(name: str, *layers: dict[str, Any] | None) -> RecipeConfig:
+    """The named preset with each of `layers` merged over it in the order given (later
+    layers win; nested mappings merge, `scalerl.config.deep_merge`; None is no layer), typed
+    and validated: the one merge of a recipe (module docstring). When the layers name a
+    `loss.kind`, the preset's clip fields of another kind are dropped first."""
     if name not in PRESETS:
         raise ConfigError(f"unknown recipe preset {name!r}; valid presets: "
                           f"{', '.join(list_presets())}")
-    if overrides is not None and not isinstance(overrides, dict):
-        raise ConfigError(f"recipe overrides must be a mapping, got {type(overrides).__name__}")
+    for layer in layers:
+        if layer is not None and not isinstance(layer, dict):
+            raise ConfigError(f"recipe overrides must be a mapping, got {type(layer).__name__}")
+    layers = tuple(layer for layer in layers if layer)
     merged = copy.deepcopy(PRESETS[name])
-    loss_changes = (overrides or {}).get("loss")
-    if isinstance(loss_changes, dict) and "kind" in loss_changes and "loss" in merged:
+    kinds = [layer["loss"]["kind"] for layer in layers
+             if isinstance(layer.get("loss"), dict) and "kind" in layer["loss"]]
+    if kinds and "loss" in merged:
         # another loss kind: the preset's clip fields for its own kind no longer apply
-        kind = loss_changes["kind"]
         merged["loss"] = {k: v for k, v in merged["loss"].items()
-                          if k not in CLIP_FIELDS or kind in CLIP_FIELDS[k]}
-    deep_merge(merged, copy.deepcopy(overrides or {}))
+                          if k not in CLIP_FIELDS or kinds[-1] in CLIP_FIELDS[k]}
+    for layer in layers:
+        deep_merge(merged, copy.deepcopy(layer))
     return RecipeConfig.from_dict(merged)

@@ -8,8 +8,10 @@ metadata, the scalerl version, the run config hash, the chunk and the response c
 
 Columns (all non-null):
 
-    run, chunk, step                  which run; the optimizer step that consumed the sample
-                                      (numbered as in steps.parquet: the first step is 1)
+    run, chunk, step                  which run and training chunk (from 1, the checkpoint
+                                      chunk{k} the sample trained towards, as in steps.parquet
+                                      and the eval Parquet); the optimizer step that consumed
+                                      the sample (as in steps.parquet: the first step is 1)
     prompt_id, task, group            which prompt; `group` = the issued prompt instance
     sample_idx                        the sample's run-unique index (group * G + j)
     version_started, version_finished policy versions that produced the sample's first and

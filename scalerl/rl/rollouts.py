@@ -173,7 +173,7 @@ class PPORollouts(_InProcess):
         return self.queue.popleft()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"queue": list(self.queue), "engine_version": self.engine.version}
+        return {"queue": list(self.queue)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.queue = deque(state.get("queue", []))

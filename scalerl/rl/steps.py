@@ -2,7 +2,9 @@
 
 Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
 
-    run, chunk, step            which run, training chunk, global optimizer step (1-based: the
+    run, chunk, step            which run; training chunk (from 1: the checkpoint chunk{k}
+                                this step leads to, the eval Parquet's chunk of it; chunk 0
+                                is the base model); global optimizer step (1-based: the
                                 step count after this update; the base model is step 0)
     compute_flops               cumulative FLOP estimate of the run after this step
                                 (`scalerl.rl.compute`: 2·N per forward token, 6·N per trained)
@@ -19,6 +21,15 @@ Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
     entropy                     mean token entropy of the trainer's policy on loss tokens
                                 (NaN when every prompt was filtered)
     is_ratio_mean, clip_fraction  mean IS ratio π_train/π_gen and clipped/capped token share
+    is_ratio_max, is_ratio_min  the extremes of ρ = π_train/π_gen over the step's loss tokens
+                                (after the loss's log-ratio clamp)
+    mismatch_kl                 generator–trainer mismatch: the k3 estimate of
+                                KL(π_gen ‖ π_train), mean of ρ − 1 − log ρ over the loss
+                                tokens (>= 0; what the FP32 head and staleness move;
+                                `scalerl.rl.losses`)
+    seq_ratio_mean              GSPO's sequence-level ratio (geometric mean of ρ per sequence)
+                                averaged over sequences; NaN for the other losses
+    (the four are NaN when no token was trained; files from before them read as NaN)
     staleness_mean, staleness_max policy lag (trainer version − oldest token version)
     gen_tokens_per_s            generator throughput while decoding, since the last step
     train_tokens_per_s          trained tokens / time of forward + backward + optimizer
@@ -51,8 +62,8 @@ import pyarrow.parquet as pq
 
 from scalerl.utils.io import atomic_path
 
-__all__ = ["STEPS_SCHEMA", "STEP_COLUMNS", "TIME_COLUMNS", "read_steps", "with_time_columns",
-           "write_steps"]
+__all__ = ["MISMATCH_COLUMNS", "STEPS_SCHEMA", "STEP_COLUMNS", "TIME_COLUMNS", "read_steps",
+           "with_time_columns", "write_steps"]
 
 _INT = {"chunk": pa.int32(), "step": pa.int64(), "tokens": pa.int64(),
         "npr_retired": pa.int64(), "staleness_max": pa.int32()}
@@ -60,9 +71,10 @@ STEP_COLUMNS = (
     "run", "chunk", "step", "compute_flops", "compute_device_hours", "tokens", "reward_mean",
     "pass_rate", "truncation_rate", "interruption_rate", "zero_variance_fraction",
     "npr_retired", "loss", "grad_norm", "entropy", "is_ratio_mean", "clip_fraction",
-    "staleness_mean", "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr",
-    "padding_fraction",
+    "is_ratio_max", "is_ratio_min", "mismatch_kl", "seq_ratio_mean", "staleness_mean",
+    "staleness_max", "gen_tokens_per_s", "train_tokens_per_s", "lr", "padding_fraction",
 )
+MISMATCH_COLUMNS = ("is_ratio_max", "is_ratio_min", "mismatch_kl", "seq_ratio_mean")
 TIME_COLUMNS = ("time_generate_s", "time_wait_s", "time_grade_s", "time_batch_s",
                 "time_logprob_s", "time_backward_s", "time_optimizer_s", "time_push_s")
 STEP_COLUMNS = STEP_COLUMNS + TIME_COLUMNS
@@ -100,14 +112,15 @@ def with_time_columns(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_steps(path: str | Path):
-    """steps.parquet as a pandas DataFrame (columns checked; time_* columns that a file
-    from before them lacks read as NaN)."""
+    """steps.parquet as a pandas DataFrame (columns checked; time_* and mismatch columns
+    that a file from before them lacks read as NaN)."""
     table = pq.read_table(path)
-    missing = [c for c in STEP_COLUMNS if c not in table.column_names and c not in TIME_COLUMNS]
+    later = (*MISMATCH_COLUMNS, *TIME_COLUMNS)
+    missing = [c for c in STEP_COLUMNS if c not in table.column_names and c not in later]
     if missing:
         raise ValueError(f"{path}: missing steps column(s) {missing}")
     df = table.to_pandas()
-    for col in TIME_COLUMNS:
+    for col in later:
         if col not in df.columns:
             df[col] = float("nan")
-    return df
+    return df[list(STEP_COLUMNS)]

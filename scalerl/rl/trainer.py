@@ -2,8 +2,9 @@
 previous chunk's checkpoint.
 
 `train_chunk(cfg, chunk=K, init=DIR, prompts=FILE, out=OUT)` runs `cfg.steps_in_chunk(K)`
-optimizer steps and writes OUT (a checkpoint directory, see `scalerl.rl.checkpoint`, with
-`steps.parquet` inside). Per step:
+optimizer steps of training chunk K (numbered from 1 as the workflow's checkpoints chunk{K};
+chunk 1 starts from the base model, chunk 0) and writes OUT (a checkpoint directory, see
+`scalerl.rl.checkpoint`, with `steps.parquet` inside). Per step:
 
 1. completions of B prompts × G samples from the off-policy mode's rollout source
    (`scalerl.rl.rollouts`: on-policy, PPO-off-policy-k, PipelineRL-k);
@@ -92,7 +93,13 @@ from scalerl.rl.batch import RankShare, score_batch, split_shares
 from scalerl.rl.compute import ComputeCounter, count_flop_params
 from scalerl.rl.rollout_log import RolloutLog
 from scalerl.rl.run_config import RunConfig
-from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, with_time_columns, write_steps
+from scalerl.rl.steps import (
+    MISMATCH_COLUMNS,
+    STEP_COLUMNS,
+    TIME_COLUMNS,
+    with_time_columns,
+    write_steps,
+)
 from scalerl.rl.update import NonFiniteError, make_optimizer, optimizer_step
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.tracking import make_tracker
@@ -197,9 +204,9 @@ def _init_state(cfg: RunConfig, chunk: int, init: Path, partial: Path) -> tuple[
                 f"(config {config_hash(cfg)}, init {init.resolve()}); delete {partial} to start "
                 "the chunk over")
         return partial, state
-    if chunk == 0:
+    if chunk == 1:
         if ckpt.is_trainer_checkpoint(init):
-            raise ConfigError(f"--chunk 0 starts from the base model, but {init} is a trainer "
+            raise ConfigError(f"--chunk 1 starts from the base model, but {init} is a trainer "
                               "checkpoint; pass the base model directory as --init")
         return init, None
     if not ckpt.is_trainer_checkpoint(init):
@@ -365,7 +372,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
             progress(f"train {cfg.run} chunk {chunk}: removed {stale.name} (left by a killed "
                      "save)")
     world.barrier()
-    recipe = cfg.resolved_recipe()
+    recipe = cfg.recipe
     steps = cfg.steps_in_chunk(chunk)  # before any loading: a chunk past chunk_steps fails here
     pipeline = recipe.off_policy == "pipeline"
     load_from, state = _init_state(cfg, chunk, init, partial)
@@ -557,7 +564,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
 
 def generation_budget(cfg: RunConfig, n_interrupt_tokens: int) -> GenerationBudget:
     """The per-sample limits the trainer's requests get (the same as `scalerl eval`'s)."""
-    return GenerationBudget.from_recipe(cfg.resolved_recipe(), n_interrupt_tokens,
+    return GenerationBudget.from_recipe(cfg.recipe, n_interrupt_tokens,
                                         cfg.max_new_tokens)
 
 
@@ -599,6 +606,7 @@ def _row(run: _Chunk, stats: Any, metrics: dict, gen_tps: float, train_tps: floa
         "npr_retired": run.source.n_retired, "loss": metrics["loss"],
         "grad_norm": metrics["grad_norm"], "entropy": metrics["entropy"],
         "is_ratio_mean": metrics["is_ratio_mean"], "clip_fraction": metrics["clip_fraction"],
+        **{col: metrics[col] for col in MISMATCH_COLUMNS},
         "staleness_mean": stats.staleness_mean, "staleness_max": stats.staleness_max,
         "gen_tokens_per_s": gen_tps, "train_tokens_per_s": train_tps, "lr": metrics["lr"],
         "padding_fraction": metrics["padding_fraction"], **times,

@@ -27,8 +27,10 @@ collectives in every forward and backward, so every rank runs the same number of
 (the maximum over ranks): a rank with fewer (or no rows) forwards a two-token dummy whose loss
 is 0 · Σ logp (zero gradients, same collectives). A non-finite log-probability or loss on any
 rank raises `NonFiniteError` on every rank (`World.any`), before any weight changes. Metrics
-are global: loss, entropy, IS-ratio mean and clip fraction are token-weighted sums over ranks;
-`micro_batches` is the per-rank count (the maximum over ranks).
+are global: loss, entropy, IS-ratio mean, clip fraction and the generator–trainer mismatch
+`mismatch_kl` are token-weighted sums over ranks, `is_ratio_max`/`is_ratio_min` the extremes
+over every loss token, `seq_ratio_mean` (GSPO's sequence ratio; NaN for the other losses) a
+sequence-weighted mean; `micro_batches` is the per-rank count (the maximum over ranks).
 
 The returned metrics carry `timing`: wall-clock seconds of the log-probability forwards
 (`logprob_s`), loss + backward (`backward_s`) and clip + AdamW + LR step (`optimizer_s`),
@@ -78,6 +80,7 @@ from scalerl.parallel.world import SINGLE, World
 from scalerl.rl.batch import TrainBatch, split_by_groups, split_by_tokens
 from scalerl.rl.losses import LossInputs, LossNormalizer, compute_loss
 from scalerl.rl.numerics import StepNumerics
+from scalerl.rl.steps import MISMATCH_COLUMNS
 
 __all__ = ["NonFiniteError", "StepNumerics", "check_param_dtype", "make_optimizer",
            "optimizer_step", "step_precision", "training_checkpointing"]
@@ -214,7 +217,8 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
         scheduler.step()
         timing = {"logprob_s": 0.0, "backward_s": 0.0, "optimizer_s": time.perf_counter() - t0}
         return {"loss": 0.0, "grad_norm": 0.0, "entropy": float("nan"),
-                "is_ratio_mean": float("nan"), "clip_fraction": float("nan"), "lr": lr,
+                "is_ratio_mean": float("nan"), "clip_fraction": float("nan"),
+                **dict.fromkeys(MISMATCH_COLUMNS, float("nan")), "lr": lr,
                 "trained_tokens": 0, "micro_batches": 0, "padding_fraction": 0.0,
                 "timing": timing}
     if normalizer is None:
@@ -224,8 +228,10 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
         normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
     device = next(policy.parameters()).device
     chunk = numerics.logprob_chunk_tokens
-    # [loss, entropy sum, ratio·tokens, clip·tokens, loss tokens, real tokens, positions]
-    sums = torch.zeros(7, dtype=torch.float64)
+    # [loss, entropy sum, ratio·tokens, clip·tokens, loss tokens, real tokens, positions,
+    #  mismatch_kl·tokens, seq_ratio·sequences, sequences (GSPO)]
+    sums = torch.zeros(10, dtype=torch.float64)
+    extremes = torch.full((2,), float("-inf"), dtype=torch.float64)  # [max ρ, −min ρ]
     t_logprob = t_backward = 0.0
     policy.train()
     with training_checkpointing(_hf_model(policy), numerics.gradient_checkpointing):
@@ -257,10 +263,17 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
             out.loss.backward()
             t_backward += time.perf_counter() - t1
             tokens = int(mb.loss_mask.sum())
+            m = out.metrics
+            seqs = m["n_sequences"] if "seq_ratio_mean" in m else 0.0
             sums += torch.tensor([float(out.loss.detach()), float(entropy[mb.loss_mask].sum()),
-                                  out.metrics["is_ratio_mean"] * tokens,
-                                  out.metrics["clip_fraction"] * tokens, tokens, mb.n_tokens,
-                                  mb.n_positions], dtype=torch.float64)
+                                  m["is_ratio_mean"] * tokens, m["clip_fraction"] * tokens,
+                                  tokens, mb.n_tokens, mb.n_positions,
+                                  m["mismatch_kl"] * tokens,
+                                  m.get("seq_ratio_mean", 0.0) * seqs, seqs],
+                                 dtype=torch.float64)
+            if tokens:
+                extremes = torch.maximum(extremes, torch.tensor(
+                    [m["is_ratio_max"], -m["is_ratio_min"]], dtype=torch.float64))
     t0 = time.perf_counter()
     grad_norm = _clip(policy, recipe.optimizer.grad_clip, step, world)
     optimizer.step()
@@ -268,9 +281,16 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
     policy.eval()
     timing = {"logprob_s": t_logprob, "backward_s": t_backward,
               "optimizer_s": time.perf_counter() - t0}
-    loss, ent, ratio, clip, n_tok, real_tok, positions = world.all_reduce(sums).tolist()
+    (loss, ent, ratio, clip, n_tok, real_tok, positions, kl, seq_ratio,
+     n_seq) = world.all_reduce(sums).tolist()
+    ratio_max, neg_ratio_min = world.all_reduce(extremes, "max").tolist()
+    nan = float("nan")
     return {"loss": loss, "grad_norm": grad_norm, "entropy": ent / max(1.0, n_tok),
             "is_ratio_mean": ratio / max(1.0, n_tok), "clip_fraction": clip / max(1.0, n_tok),
+            "mismatch_kl": kl / n_tok if n_tok else nan,
+            "is_ratio_max": ratio_max if n_tok else nan,
+            "is_ratio_min": -neg_ratio_min if n_tok else nan,
+            "seq_ratio_mean": seq_ratio / n_seq if n_seq else nan,
             "lr": lr, "trained_tokens": int(real_tok), "micro_batches": n_micro,
             "padding_fraction": 1.0 - real_tok / positions if positions else 0.0,
             "timing": timing}

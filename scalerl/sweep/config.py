@@ -1,8 +1,12 @@
 """SweepConfig: the workflow's config file (config/config.yaml, config/gpu.yaml), typed.
 
 `load_sweep(mapping)` validates a whole sweep config and fills every default from the
-package's own config classes (docs/design.md, "Sweep"), so the workflow's JSON schema keeps
-only what snakemake itself needs (`results_dir`, `resources`). Sections:
+package's own config classes (docs/design.md, "Sweep"), so the workflow's JSON schema only
+types what snakemake itself reads (`results_dir`, `resources`). Every key's default and
+meaning is a field of one class here (`TopKeys`, `DataSection`, `ModelEntry`, `RecipeEntry`,
+`Grid`, `Racing`, `TrainKeys`, `EvalKeys`, `Downstream`, `FitSection`, `RuleResources`) or
+of the package's run classes, and config/README.md's reference is generated from them
+(`scalerl.sweep.docs`). Sections:
 
 - `data.config`: a `scalerl.data.config.DataConfig` mapping (`scalerl data`);
 - `models.<name>`: `config` (a `BaseConfig` mapping for `scalerl base`) and
@@ -29,10 +33,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from scalerl.config import Config, ConfigError, field_
-from scalerl.rl.run_config import EvalConfig, LengthConfig, RunConfig, TaskWeights
+from scalerl.rl.run_config import EvalConfig, RunConfig, TaskWeights
 from scalerl.tasks.loaders import FORMATS
 
-__all__ = ["SweepConfig", "job_resources", "load_sweep", "NAME_PATTERN", "SWEEP_RECIPE_FIELDS",
+__all__ = ["DataSection", "Downstream", "EvalKeys", "FitSection", "Grid", "LengthConfig",
+           "ModelEntry", "Racing", "RecipeEntry", "RuleResources", "SweepConfig", "TopKeys",
+           "TrainKeys", "job_resources", "load_sweep", "NAME_PATTERN", "SWEEP_RECIPE_FIELDS",
            "RUN_FIELDS_SET_BY_SWEEP"]
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
@@ -40,32 +46,99 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 SWEEP_RECIPE_FIELDS = ("prompts_per_step", "generations_per_prompt", "think_budget",
                        "answer_budget", "length_penalty")
 # RunConfig fields that the sweep writes for each run (not settable under `train`).
-RUN_FIELDS_SET_BY_SWEEP = ("run", "seed", "model", "base", "prompts", "gen_len", "length",
-                           "recipe", "task_weights", "eval", "steps_per_chunk", "chunk_steps")
-TRAIN_SWEEP_KEYS = ("chunks", "steps_per_chunk", "recipe_overrides")
+RUN_FIELDS_SET_BY_SWEEP = ("run", "seed", "model", "base", "prompts", "recipe_name", "recipe",
+                           "task_weights", "eval", "steps_per_chunk", "chunk_steps")
 SECTIONS = ("results_dir", "data", "models", "recipes", "mixes", "sweep", "length", "train",
             "eval", "fit", "resources")
 RULES = ("data", "base", "train", "eval", "fit", "report")
 
 
 @dataclasses.dataclass(frozen=True)
+class LengthConfig(Config):
+    """How a generation length L becomes the recipe's length budgets (ScaleRL §3.2 / A.16)."""
+
+    answer_budget: int = field_(
+        2048, "tokens after </think> or the interruption; thinking hi = L − answer_budget "
+        "(paper: 2,048)", ge=1)
+    think_min_fraction: float = field_(
+        0.8333, "thinking budget lo = round(fraction × hi) (paper: 10k/12k = 0.833)", gt=0, le=1)
+    penalty_cache_fraction: float = field_(
+        0.1429, "length_penalty recipes: L_max = L, L_cache = round(fraction × L) "
+        "(paper DAPO baseline: 2k/14k)", gt=0, le=1)
+
+    def recipe_fields(self, gen_len: int) -> dict[str, Any]:
+        """The RecipeConfig fields that give a completion `gen_len` tokens (the last layer of
+        `scalerl.sweep.runs.run_recipe`)."""
+        if gen_len <= self.answer_budget:
+            raise ConfigError(f"gen_len = {gen_len} leaves no thinking budget with "
+                              f"length.answer_budget = {self.answer_budget}; raise gen_len or "
+                              "lower answer_budget")
+        hi = gen_len - self.answer_budget
+        lo = max(1, round(self.think_min_fraction * hi))
+        cache = max(1, round(self.penalty_cache_fraction * gen_len))
+        return {"think_budget": [lo, hi], "answer_budget": self.answer_budget,
+                "length_penalty": {"max_len": gen_len, "cache_len": cache}}
+
+
+@dataclasses.dataclass(frozen=True)
+class TopKeys(Config):
+    """The sweep config's top-level keys that are not sections of their own."""
+
+    results_dir: str = field_("results", "where every output goes (relative to the working "
+                              "directory)")
+    mixes: dict[str, Any] = field_(
+        default_factory=lambda: {"mc": {"math": 0.5, "code": 0.5}},
+        doc="task mixes by name, each a `TaskWeights` (`mixes.<name>.*` below); the default "
+        "when the section is absent")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSection(Config):
+    """`data`: the prompt set of the whole sweep."""
+
+    config: dict[str, Any] = field_(
+        default_factory=dict,
+        doc="the DATA.yaml of `scalerl data` (sources, sizes, splits, filters; see `scalerl "
+        "data --help` and `scalerl.data`); one prompt set for the whole sweep. A file/hub "
+        "source in an upstream schema names it with `format:` (`polaris`, `deepcoder`, "
+        "`taco`, `apps`; graded by test programs: `humaneval`, `mbpp`, `acecode`, `kodcode`, "
+        "see \"Code test formats\" above; `scalerl.tasks.loaders` documents the columns): "
+        "starter code is added to the prompt, TACO/APPS call-based outputs follow the upstream "
+        "one-element-list convention, and Polaris' difficulty `\"6/8\"` becomes a pass rate of "
+        "0.75 for `filters.dataset_pass_rate` (with `min_pass_rate` / `max_pass_rate`)")
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelEntry(Config):
     """How `scalerl base` builds one model, and recipe overrides for its runs."""
 
-    config: dict[str, Any] = field_(default_factory=dict,
-                                    doc="the BaseConfig given to `scalerl base`")
+    config: dict[str, Any] = field_(
+        default_factory=dict,
+        doc="the MODEL.yaml of `scalerl base`: `model:` (a `ModelConfig`: `name` = "
+        "`tiny-s`/`tiny-m`/`tiny-l`, a local HF directory or a hub id; `dtype`, "
+        "`fp32_lm_head`, `prompt_format`, `allow_download`, ...) and, for tiny models, `sft:` "
+        "(the warm start: steps, lr, pass-rate band, ...). `<name>` is the model's label in "
+        "run ids")
     recipe_overrides: dict[str, Any] = field_(
-        default_factory=dict, doc="RecipeConfig overrides for this model's runs, applied after "
-        "train.recipe_overrides and before the recipe's own")
+        default_factory=dict, doc="`RecipeConfig` fields for this model's runs only (e.g. a "
+        "smaller RL learning rate for a wider model), merged after `train.recipe_overrides` "
+        "and before `recipes.<name>.overrides`; batch shape and length budgets may not appear "
+        "here")
 
 
 @dataclasses.dataclass(frozen=True)
 class RecipeEntry(Config):
     """A named recipe: a preset of scalerl.rl.recipe plus RecipeConfig overrides."""
 
-    preset: str = field_("scalerl", "a preset (scalerl, loo-*, deepseek-grpo, ...)")
-    overrides: dict[str, Any] = field_(default_factory=dict,
-                                       doc="RecipeConfig fields replacing the preset's")
+    preset: str = field_("scalerl", "a preset of `scalerl.rl.recipe`: `scalerl`, `loo-dapo`, "
+                         "`loo-fp32`, `loo-savg`, `loo-plan`, `loo-batch`, `loo-lp`, `loo-8op`, "
+                         "`loo-npr`, `deepseek-grpo`, `qwen25-dapo`, `magistral`, `minimax-m1`")
+    overrides: dict[str, Any] = field_(
+        default_factory=dict, doc="`RecipeConfig` fields replacing the preset's (loss, clips, "
+        "aggregation, normalisation, filters, off-policy mode, optimizer, rewards, "
+        "interruption text, ...), merged last of the override layers. The batch shape and "
+        "length budgets are set by the sweep and may not appear here. A name in "
+        "`sweep.recipes` that is not defined here is taken as a preset name with no overrides")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,53 +157,107 @@ class Racing(Config):
 class Grid(Config):
     """The grid: every combination is one run (id in `scalerl.sweep.runs.run_id`)."""
 
-    models: tuple[str, ...] = field_((), "names from `models`")
-    gen_lens: tuple[int, ...] = field_((), "generation lengths L (thinking + answer tokens)")
-    recipes: tuple[str, ...] = field_(("scalerl",), "names from `recipes` or preset names")
+    models: tuple[str, ...] = field_(
+        (), "model names from `models`, smallest first: the report's \"does more scale raise "
+        "the ceiling A?\" section compares the first with the last (required)")
+    gen_lens: tuple[int, ...] = field_((), "generation lengths L in tokens (thinking + answer; "
+                                       "required)")
+    recipes: tuple[str, ...] = field_(("scalerl",), "recipe names from `recipes` or preset "
+                                      "names")
     batches: tuple[str, ...] = field_(("48x16",), 'batch shapes "PROMPTSxGENERATIONS" '
-                                      "(paper: 48x16)")
-    seeds: tuple[int, ...] = field_((0,), "seeds (several give error bars)")
-    mixes: tuple[str, ...] = field_(("mc",), "names from `mixes`; the run id carries the mix "
-                                    "only when there are several")
+                                      "(paper: 48 prompts x 16 = 768 completions per step)")
+    seeds: tuple[int, ...] = field_((0,), "seeds (data order, sampling, initialisation; several "
+                                    "give error bars)")
+    mixes: tuple[str, ...] = field_(("mc",), "task-mix names from `mixes`; the run id carries "
+                                    "the mix only when there are several")
     racing: Racing = field_(default_factory=Racing, doc="early stopping of clearly worse runs")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainKeys(Config):
+    """The sweep's own keys of `train` (beside any RunConfig field the sweep does not set)."""
+
+    chunks: int = field_(4, "training chunks per run; each is one job with one checkpoint and "
+                         "one evaluation; chunk k starts from chunk k-1 (chunk 1 from the base "
+                         "model, chunk 0)", ge=1)
+    steps_per_chunk: int | tuple[int, ...] = field_(
+        RunConfig.steps_per_chunk, "optimizer steps per chunk: one integer for every chunk, or "
+        "a list with one entry per chunk (length `train.chunks`). Growing chunks such as "
+        "`[3, 3, 6, 10, 18, 20]` (checkpoints at steps 3, 6, 12, 22, 40, 60) spread the evaluation points evenly over "
+        "log compute, the axis of the sigmoid fit, and put four of them in the first half of "
+        "the compute so the report's extrapolation check (fit on <= half, score the rest) can "
+        "run")
+    recipe_overrides: dict[str, Any] = field_(
+        default_factory=dict, doc="`RecipeConfig` fields for every run, the first of the "
+        "override layers (`scalerl.sweep.run_recipe`)")
 
 
 @dataclasses.dataclass(frozen=True)
 class Downstream(Config):
     """An extra prompt file evaluated on some checkpoints (AIME-, LiveCodeBench-style)."""
 
-    path: str = field_("", "Parquet or JSONL with prompts.parquet columns (split optional), "
-                       "or a dataset in the layout `format` names")
-    format: str = field_("", "the file's upstream layout, converted as `scalerl data` does "
-                         "(humaneval, mbpp, acecode, kodcode graded by test programs; "
-                         "deepcoder, taco, apps, polaris); '' = prompts.parquet columns",
+    path: str = field_(
+        "", "an extra prompt file (Parquet or JSONL with `prompt_id, task, prompt, "
+        "answer/tests`, split optional, or a dataset in the layout `format` names), e.g. "
+        "AIME-style, LiveCodeBench-style, HumanEval or MBPP; evaluated like the held-out set "
+        "into `runs/RUN/downstream/<name>/chunk{k}.parquet` (same schema, `dataset = <name>`, "
+        "`test_type` per row), on the run's tasks the file has (required)")
+    format: str = field_("", "the file's upstream layout, converted as `scalerl data` converts "
+                         "it: `humaneval`, `mbpp`, `acecode`, `kodcode` (test programs), "
+                         "`deepcoder`, `taco`, `apps`, `polaris`; '' = prompts.parquet columns. "
+                         "E.g. `downstream: {humaneval: {path: data/HumanEval.jsonl, format: "
+                         "humaneval}}`",
                          choices=("", *FORMATS))
-    max_prompts: int = field_(0, "prompts per task (0 = all)", ge=0)
+    max_prompts: int = field_(0, "prompts per task of that file (0 = all)", ge=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalKeys(Config):
+    """The sweep's own keys of `eval` (beside the `EvalConfig` fields)."""
+
+    downstream_chunks: str = field_("last", "evaluate downstream sets on the `last` checkpoint "
+                                    "or on `all`", choices=("last", "all"))
+    downstream: dict[str, Any] = field_(default_factory=dict,
+                                        doc="extra prompt files by name (`eval.downstream."
+                                        "<name>.*` below)")
 
 
 @dataclasses.dataclass(frozen=True)
 class FitSection(Config):
     """Sigmoid fits per run (`scalerl fit`) and the sweep report (`scalerl report`)."""
 
-    group_by: str = field_("task", "eval column whose groups get separate fits")
-    compute: str = field_("flops", "compute axis of the fits", choices=("flops", "device_hours"))
+    group_by: str = field_("task", "eval column whose groups get separate sigmoid fits (and a "
+                           "column of the report)")
+    compute: str = field_("flops", "compute axis of the fits and predictions: `flops` or "
+                          "`device_hours` (the paper's GPU-hours; the eval column "
+                          "`compute_<compute>`)", choices=("flops", "device_hours"))
     extra_args: tuple[str, ...] = field_((), "further `scalerl fit` options, verbatim")
     predict_args: tuple[str, ...] = field_(
         (), "further `scalerl predict` options, verbatim (e.g. [--bootstrap, '50'])")
 
+    @property
+    def compute_col(self) -> str:
+        """The eval Parquet's column of the compute axis (`scalerl.eval.schema`)."""
+        return f"compute_{self.compute}"
+
 
 @dataclasses.dataclass(frozen=True)
 class RuleResources(Config):
-    """Resources of one rule (local scheduling and cluster submission, `job_resources`)."""
+    """Resources of one rule kind (`data`, `base`, `train`, `eval`, `fit`, `report`): local
+    scheduling and cluster submission (`job_resources`)."""
 
-    threads: int = field_(1, "cores the job uses (SLURM --cpus-per-task; per node)", ge=1)
-    gpu: int = field_(0, "GPUs the job needs on each node (SLURM --gpus; --gres=gpu:N per "
-                      "node when nodes > 1)", ge=0)
-    mem_mb: int = field_(4000, "memory in MB (SLURM --mem; per node)", ge=1)
-    runtime: int = field_(60, "wall-clock limit in minutes (SLURM --time)", ge=1)
-    nodes: int = field_(1, "nodes of one job (train: the FSDP2 trainer ranks and the "
-                        "generators split over them; nodes x gpu = trainer_ranks + "
-                        "generators x their devices)", ge=1)
+    threads: int = field_(1, "cores of a job; on SLURM `--cpus-per-task` (per node)", ge=1)
+    gpu: int = field_(0, "GPUs of a job on each node (SLURM `--gpus`, `--gres=gpu:N` per node "
+                      "when nodes > 1; locally the default profile runs GPU jobs one at a "
+                      "time)", ge=0)
+    mem_mb: int = field_(4000, "memory in MB (SLURM `--mem`; per node)", ge=1)
+    runtime: int = field_(60, "wall-clock limit in minutes (SLURM `--time`; size it for one "
+                          "chunk)", ge=1)
+    nodes: int = field_(1, "nodes of one job (train): `gpu`, `threads` and `mem_mb` are then "
+                        "per node, and the job is submitted as `--nodes N --gres=gpu:<gpu> "
+                        "--ntasks N` with `mpi: srun` (`scalerl.sweep.job_resources`); nodes x "
+                        "gpu = trainer_ranks + generators x their devices "
+                        "(config/layout-*.yaml)", ge=1)
 
 
 def job_resources(res: RuleResources) -> dict[str, Any]:
@@ -178,6 +305,10 @@ class SweepConfig:
         return self.recipes.get(name) or RecipeEntry(preset=name)
 
 
+def _choices(cls: type, name: str) -> tuple:
+    return next(f.metadata["choices"] for f in dataclasses.fields(cls) if f.name == name)
+
+
 def _section(data: Mapping[str, Any], key: str, default: Any) -> Any:
     value = data.get(key, default)
     return default if value is None else value
@@ -215,11 +346,11 @@ def _train(problems: _Problems, data: Any) -> tuple[int, Any, dict, dict]:
     if not isinstance(data, dict):
         problems.append(f"train: expected a mapping, got {data!r}")
         data = {}
-    chunks = data.get("chunks", 4)
+    chunks = data.get("chunks", TrainKeys.chunks)
     if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
         problems.append(f"train.chunks: {chunks!r} is not an integer >= 1")
         chunks = 1
-    steps = data.get("steps_per_chunk", RunConfig.steps_per_chunk)
+    steps = data.get("steps_per_chunk", TrainKeys.steps_per_chunk)
     ok_int = isinstance(steps, int) and not isinstance(steps, bool) and steps >= 1
     ok_list = (isinstance(steps, list) and steps
                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in steps))
@@ -234,14 +365,17 @@ def _train(problems: _Problems, data: Any) -> tuple[int, Any, dict, dict]:
     if not isinstance(overrides, dict):
         problems.append(f"train.recipe_overrides: expected a mapping, got {overrides!r}")
         overrides = {}
-    run_fields = {k: v for k, v in data.items() if k not in TRAIN_SWEEP_KEYS}
+    own = [f.name for f in dataclasses.fields(TrainKeys)]
+    run_fields = {k: v for k, v in data.items() if k not in own}
     valid = {f.name for f in dataclasses.fields(RunConfig)} - set(RUN_FIELDS_SET_BY_SWEEP)
     for key in sorted(run_fields):
         if key in RUN_FIELDS_SET_BY_SWEEP:
-            problems.append(f"train.{key} is set by the sweep for each run; remove it here")
+            fix = ("put recipe fields under train.recipe_overrides" if key == "recipe"
+                   else "remove it here")
+            problems.append(f"train.{key} is set by the sweep for each run; {fix}")
         elif key not in valid:
             problems.append(f"unknown key train.{key}; valid keys here: "
-                            f"{', '.join(sorted(valid | set(TRAIN_SWEEP_KEYS)))}")
+                            f"{', '.join(sorted(valid | set(own)))}")
     run_fields = {k: v for k, v in run_fields.items() if k in valid}
     problems.check(lambda: RunConfig.from_dict(run_fields, _prefix="train."))
     return chunks, steps, overrides, run_fields
@@ -257,9 +391,10 @@ def _eval(problems: _Problems, data: Any) -> tuple[EvalConfig, dict, str]:
     for name, spec in downstream.items():
         if not spec.path:
             problems.append(f"eval.downstream.{name}: path is required")
-    when = data.get("downstream_chunks", "last")
-    if when not in ("last", "all"):
-        problems.append(f"eval.downstream_chunks: {when!r} is not one of ['last', 'all']")
+    when = data.get("downstream_chunks", EvalKeys.downstream_chunks)
+    choices = _choices(EvalKeys, "downstream_chunks")
+    if when not in choices:
+        problems.append(f"eval.downstream_chunks: {when!r} is not one of {list(choices)}")
     return ev, downstream, when
 
 
@@ -320,7 +455,7 @@ def load_sweep(data: Mapping[str, Any]) -> SweepConfig:
     for key in ("models", "sweep"):
         if key not in data:
             problems.append(f"'{key}' is a required section")
-    results_dir = _section(data, "results_dir", "results")
+    results_dir = _section(data, "results_dir", TopKeys.results_dir)
     if not isinstance(results_dir, str) or not results_dir:
         problems.append(f"results_dir: {results_dir!r} must be a non-empty path")
     data_section = _section(data, "data", {})
@@ -330,8 +465,7 @@ def load_sweep(data: Mapping[str, Any]) -> SweepConfig:
                         "valid keys here: config")
     models = _named(problems, "models", _section(data, "models", {}), ModelEntry)
     recipes = _named(problems, "recipes", _section(data, "recipes", {}), RecipeEntry)
-    mixes = _named(problems, "mixes", _section(data, "mixes", {"mc": {"math": 0.5, "code": 0.5}}),
-                   TaskWeights)
+    mixes = _named(problems, "mixes", _section(data, "mixes", TopKeys().mixes), TaskWeights)
     grid = problems.check(lambda: Grid.from_dict(_section(data, "sweep", {}), _prefix="sweep."))
     length = problems.check(lambda: LengthConfig.from_dict(_section(data, "length", {}),
                                                            _prefix="length."))

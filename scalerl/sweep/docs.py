@@ -1,12 +1,14 @@
 """config/README.md's knob reference, generated from the config classes' field docs.
 
 `python -m scalerl.sweep.docs --write config/README.md` replaces the text between the
-`BEGIN`/`END` markers below with tables of every run, evaluation, length and recipe field
-(name, default, meaning with its paper section); `--check` exits 1 when the file is out of
-date (tests/sweep/test_docs.py runs it). The field docs in the classes are the one source.
+`BEGIN`/`END` markers below with tables of every key of a sweep config: the sweep's own
+sections (`scalerl.sweep.config`), the run, evaluation and length fields and the recipe (name,
+default, meaning with its paper section); `--check` exits 1 when the file is out of date
+(tests/sweep/test_docs.py runs it, and checks that every key of the shipped configs is in
+it). The field docs in the classes are the one source of every default and meaning.
 
-Deliberately left out: the sweep-structure keys (`sweep.*`, `models`, `recipes`, ...), which
-the hand-written part of config/README.md explains with examples.
+Deliberately left out: examples and the run-id rules, which the hand-written part of
+config/README.md gives.
 """
 
 from __future__ import annotations
@@ -54,26 +56,57 @@ def _table(title: str, intro: str, rows: list[str]) -> str:
 
 
 def generate() -> str:
-    """The generated Markdown (between the markers)."""
+    """The generated Markdown (between the markers): every key of a sweep config."""
     from scalerl.rl.recipe import RecipeConfig
-    from scalerl.rl.run_config import EvalConfig, LengthConfig, RunConfig
-    from scalerl.sweep.config import RUN_FIELDS_SET_BY_SWEEP, Racing
+    from scalerl.rl.run_config import EvalConfig, RunConfig, TaskWeights
+    from scalerl.sweep.config import (
+        RULES,
+        RUN_FIELDS_SET_BY_SWEEP,
+        DataSection,
+        Downstream,
+        EvalKeys,
+        FitSection,
+        Grid,
+        LengthConfig,
+        ModelEntry,
+        RecipeEntry,
+        RuleResources,
+        TopKeys,
+        TrainKeys,
+    )
 
     parts = [
-        _table("Run fields (`train.<field>`)",
-               "Any `RunConfig` field (`scalerl.rl.run_config`) the sweep does not set itself; "
-               "each run's run.yaml carries them.",
-               _rows(RunConfig, "train.", skip=RUN_FIELDS_SET_BY_SWEEP)),
+        _table("Top level, data, models, recipes, mixes",
+               "`TopKeys`, `DataSection`, `ModelEntry`, `RecipeEntry` (`scalerl.sweep.config`) "
+               "and `TaskWeights` (`scalerl.rl.run_config`) for each mix.",
+               _rows(TopKeys, "") + _rows(DataSection, "data.")
+               + _rows(ModelEntry, "models.<name>.") + _rows(RecipeEntry, "recipes.<name>.")
+               + _rows(TaskWeights, "mixes.<name>.")),
+        _table("The grid (`sweep.<field>`)",
+               "`Grid` and `Racing` (`scalerl.sweep.config`): every combination is one run; "
+               "racing stops runs whose predicted ceiling is clearly lower (off by default).",
+               _rows(Grid, "sweep.")),
+        _table("Training (`train.<field>`)",
+               "`TrainKeys`, then any `RunConfig` field (`scalerl.rl.run_config`) the sweep "
+               "does not set itself; each run's run.yaml carries them.",
+               _rows(TrainKeys, "train.")
+               + _rows(RunConfig, "train.", skip=RUN_FIELDS_SET_BY_SWEEP)),
         _table("Evaluation (`eval.<field>`)",
-               "`EvalConfig`; the generation budgets and interruptions are the run's own "
-               "(`scalerl.rollout.budget.GenerationBudget`, the same as in training).",
-               _rows(EvalConfig, "eval.")),
+               "`EvalConfig` and `EvalKeys`; the generation budgets and interruptions are the "
+               "run's own (`scalerl.rollout.budget.GenerationBudget`, the same as in "
+               "training). Downstream sets are `Downstream` entries.",
+               _rows(EvalConfig, "eval.") + _rows(EvalKeys, "eval.", skip=("downstream",))
+               + _rows(Downstream, "eval.downstream.<name>.")),
         _table("Length rules (`length.<field>`)",
                "`LengthConfig`: how each `sweep.gen_lens` entry L becomes the recipe's length "
-               "budgets (`RunConfig.resolved_recipe`).",
+               "budgets (the last layer of `scalerl.sweep.runs.run_recipe`).",
                _rows(LengthConfig, "length.")),
-        _table("Racing (`sweep.racing.<field>`)", "`Racing` (`scalerl.sweep.config`).",
-               _rows(Racing, "sweep.racing.")),
+        _table("Fits and report (`fit.<field>`)", "`FitSection` (`scalerl.sweep.config`).",
+               _rows(FitSection, "fit.")),
+        _table("Resources (`resources.<rule>.<field>`)",
+               f"`RuleResources` of each rule kind ({', '.join(f'`{r}`' for r in RULES)}); "
+               "`scalerl.sweep.job_resources` turns them into the jobs' snakemake resources.",
+               _rows(RuleResources, "resources.<rule>.")),
         _table("Recipe (`train.recipe_overrides`, `models.<name>.recipe_overrides`, "
                "`recipes.<name>.overrides`)",
                "`RecipeConfig` (`scalerl.rl.recipe`): the defaults are the ScaleRL recipe of the "

@@ -1,7 +1,8 @@
 """Files the workflow writes before the jobs: per-job YAML, run.yaml and provenance.json.
 
-`write_yaml` writes a job's config (model.yaml, data.yaml), `write_run_yaml` a RunConfig as YAML; `provenance_record` is what was run and with
-what: the resolved run config and recipe, the config hash that `scalerl train` and
+`write_yaml` writes a job's config (model.yaml, data.yaml), `write_run_yaml` a RunConfig as
+YAML; `provenance_record` is what was run and with what: the run config (its recipe whole, as
+the sweep merged it), the config hash that `scalerl train` and
 `scalerl eval` store in their outputs (`scalerl.config.config_hash` of the RunConfig, so files
 can be matched to this record), the sweep config's hash, package version, git commit, Python
 and every installed distribution. Both are written atomically (`scalerl.utils.io`).
@@ -71,7 +72,6 @@ def provenance_record(run_cfg: RunConfig, sweep_data: dict[str, Any],
         "run": run_cfg.run,
         "config_hash": config_hash(run_cfg),
         "run_config": run_cfg.to_dict(),
-        "resolved_recipe": run_cfg.resolved_recipe().to_dict(),
         "sweep_config_hash": config_hash(dict(sweep_data)),
         "scalerl_version": _scalerl_version(),
         "git_commit": git_commit(repo),

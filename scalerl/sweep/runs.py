@@ -2,17 +2,10 @@
 
 `expand(sweep)` turns the grid into `Run`s keyed by a readable id
 `{model}_L{gen_len}_{recipe}_b{prompts}x{generations}_s{seed}[_{mix}]` (the mix only when the
-sweep has several). `run_config(sweep, run, base=..., prompts=...)` builds the run's
-`RunConfig`; its recipe overrides merge in this order, later winning (nested mappings merge):
-
-1. `train.recipe_overrides` (every run),
-2. `models.<model>.recipe_overrides` (that model's runs),
-3. `recipes.<recipe>.overrides` (that recipe's runs),
-4. the sweep's own fields: `prompts_per_step`, `generations_per_prompt` from the batch.
-
-The generation length goes into `RunConfig.gen_len` with the sweep's `length` rules; the
-package derives the think/answer budgets from it (`RunConfig.resolved_recipe`). `train`'s
-further RunConfig fields and the `eval` section are copied as they are.
+sweep has several). `run_recipe(sweep, run)` is the run's typed `RecipeConfig`, merged once
+(`scalerl.rl.recipe.recipe_from_preset`) in the order its docstring lists; `run_config(sweep,
+run, base=..., prompts=...)` builds the run's `RunConfig` around it. `train`'s further
+RunConfig fields and the `eval` section are copied as they are.
 `check_runs` builds every run's config and recipe, every model's BaseConfig and the
 DataConfig, so a bad value fails before any job with the run and the keys to look at.
 
@@ -26,11 +19,16 @@ import dataclasses
 import itertools
 from typing import Any
 
-from scalerl.config import ConfigError, deep_merge
+from scalerl.config import ConfigError
+from scalerl.rl.recipe import RecipeConfig, recipe_from_preset
 from scalerl.rl.run_config import RunConfig
 from scalerl.sweep.config import SweepConfig
 
-__all__ = ["Run", "check_runs", "expand", "run_config", "run_id"]
+__all__ = ["AXES", "Run", "check_runs", "expand", "run_config", "run_id", "run_recipe"]
+
+# The sweep's coordinates of a run besides its seed: the report's columns, the cells whose
+# seeds are raced and summarised together.
+AXES = ("model", "gen_len", "recipe", "batch", "mix")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +49,13 @@ class Run:
         return {"run": self.id, "model": self.model, "gen_len": self.gen_len,
                 "recipe": self.recipe, "batch": f"{self.prompts}x{self.generations}",
                 "seed": self.seed, "mix": self.mix}
+
+    @property
+    def cell(self) -> str:
+        """The run's coordinates but its seed (`AXES`, joined by '_'): the seeds of one cell
+        are raced together (`scalerl.sweep.options.race_options`)."""
+        meta = self.meta()
+        return "_".join(str(meta[axis]) for axis in AXES)
 
 
 def run_id(model: str, gen_len: int, recipe: str, prompts: int, generations: int, seed: int,
@@ -77,14 +82,24 @@ def expand(sweep: SweepConfig) -> dict[str, Run]:
     return runs
 
 
-def recipe_overrides(sweep: SweepConfig, run: Run) -> dict[str, Any]:
-    """The run's RecipeConfig overrides, merged in the documented order."""
-    merged = copy.deepcopy(sweep.recipe_overrides)
-    deep_merge(merged, copy.deepcopy(sweep.models[run.model].recipe_overrides))
-    deep_merge(merged, copy.deepcopy(sweep.recipe(run.recipe).overrides))
-    merged["prompts_per_step"] = run.prompts
-    merged["generations_per_prompt"] = run.generations
-    return merged
+def run_recipe(sweep: SweepConfig, run: Run) -> RecipeConfig:
+    """The run's recipe: its preset (`recipes.<recipe>.preset`, or the preset of that name)
+    with these layers merged over it in this order, later winning (nested mappings merge):
+
+    1. `train.recipe_overrides` (every run),
+    2. `models.<model>.recipe_overrides` (that model's runs),
+    3. `recipes.<recipe>.overrides` (that recipe's runs),
+    4. the batch shape: `prompts_per_step`, `generations_per_prompt` from `sweep.batches`,
+    5. the length budgets of the run's generation length by the `length` rules
+       (`LengthConfig.recipe_fields`: think_budget, answer_budget, length_penalty).
+
+    Layers 1-3 may not set the fields of 4 and 5 (`load_sweep` says so). The one merge of the
+    run's recipe, typed here; run.yaml carries the result whole."""
+    entry = sweep.recipe(run.recipe)
+    batch = {"prompts_per_step": run.prompts, "generations_per_prompt": run.generations}
+    return recipe_from_preset(entry.preset, sweep.recipe_overrides,
+                              sweep.models[run.model].recipe_overrides, entry.overrides, batch,
+                              sweep.length.recipe_fields(run.gen_len))
 
 
 def run_config(sweep: SweepConfig, run: Run, *, base: str, prompts: str) -> RunConfig:
@@ -98,10 +113,8 @@ def run_config(sweep: SweepConfig, run: Run, *, base: str, prompts: str) -> RunC
         "model": run.model,
         "base": base,
         "prompts": prompts,
-        "gen_len": run.gen_len,
-        "length": sweep.length.to_dict(),
-        "recipe": {"name": run.recipe, "preset": sweep.recipe(run.recipe).preset,
-                   "overrides": recipe_overrides(sweep, run)},
+        "recipe_name": run.recipe,
+        "recipe": run_recipe(sweep, run),
         **chunking,
         "task_weights": sweep.mixes[run.mix].to_dict(),
         "eval": sweep.eval.to_dict(),
@@ -119,7 +132,7 @@ def check_runs(sweep: SweepConfig, runs: dict[str, Run]) -> None:
         if run.model in failed_models:
             continue  # one per model is enough: its runs share these keys
         try:
-            run_config(sweep, run, base="base", prompts="prompts").resolved_recipe()
+            run_config(sweep, run, base="base", prompts="prompts")
         except (ConfigError, ValueError) as err:
             problems.append(f"run {run.id} (train.recipe_overrides, models.{run.model}."
                             f"recipe_overrides, recipes.{run.recipe}, train, eval, length): {err}")

@@ -1,5 +1,6 @@
-"""benchmarks/gpu_check.sh runs on a machine without CUDA: the small shape on CPU, every
-CUDA-only part skipped with a message, the figures it can take written to gpu_check.json."""
+"""benchmarks/gpu_check.sh on either machine: without CUDA the small shape on CPU, every
+CUDA-only part skipped with a message; with CUDA (marker `gpu`) every part measured on the
+device. The figures it takes are written to gpu_check.json."""
 
 import json
 import math
@@ -41,3 +42,28 @@ def test_gpu_check_runs_on_cpu_with_cuda_parts_skipped(tmp_path):
     fsdp = json.loads((out / "fsdp_check.json").read_text())
     assert fsdp["ranks"] == 2 and fsdp["device"] == "cpu" and fsdp["tokens_per_s_per_gpu"] > 0
     assert fsdp["numerics"]["gradient_checkpointing"] is True  # config/gpu.yaml's numerics
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_check_measures_every_part_on_cuda(tmp_path):
+    out = tmp_path / "gpu_check"
+    proc = subprocess.run([str(REPO / "benchmarks" / "gpu_check.sh"), str(out)],
+                          capture_output=True, text=True, timeout=3000,
+                          env={**os.environ, "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "gpu_check.json").read_text())
+    assert result["device"] != "cpu"  # the device's name
+    for m in result["mismatch"]:  # bf16 generator vs fp32-master/bf16-autocast trainer
+        assert m["tokens"] > 0 and 0 < m["mean_abs_delta"] < 0.1, m
+        assert abs(m["ratio_mean"] - 1) < 0.05, m
+    throughput = result["throughput"]
+    assert "bfloat16" in throughput["compute_dtype"] and throughput["tokens_per_s"] > 0
+    if result["peak_flops"]:  # a device of known peak (H100/H200/A100/...): MFU in (0, 1)
+        assert 0 < throughput["mfu"] < 1 and 0 < result["chunk"]["mfu"] < 1
+    chunk = result["chunk"]
+    assert chunk["returncode"] == 0 and chunk["steps"] == 3
+    assert all(math.isfinite(k) and k > -1e-6 for k in chunk["mismatch_kl"])
+    if torch.cuda.device_count() >= 2:  # the 2-rank FSDP2 step over NCCL
+        fsdp = json.loads((out / "fsdp_check.json").read_text())
+        assert fsdp["ranks"] == 2 and fsdp["device"] == "cuda"

@@ -68,7 +68,7 @@ def _run_yaml(path: Path, engine: str) -> Path:
               "optimizer": {"lr": 1e-4, "warmup_steps": 1}}
     path.write_text(yaml.safe_dump({
         "run": f"qwen3-local_{engine}", "seed": 0, "model": "qwen3-local",
-        "recipe": {"preset": "scalerl", "overrides": recipe}, "steps_per_chunk": 2,
+        "recipe": recipe, "steps_per_chunk": 2,
         "save_every": 0, "threads": 1, "engine": engine, "device": "cpu",
         "task_weights": {"math": 1.0, "code": 0.0},
         "eval": {"samples_per_prompt": 2, "max_prompts": 6},
@@ -80,12 +80,12 @@ def _run_yaml(path: Path, engine: str) -> Path:
 
 def _base_to_eval(ws: Path, tmp_path: Path, engine: str) -> None:
     run_yaml = _run_yaml(tmp_path / "run.yaml", engine)
-    base, prompts, ckpt = ws / "base", ws / "prompts.parquet", tmp_path / "chunk0"
+    base, prompts, ckpt = ws / "base", ws / "prompts.parquet", tmp_path / "chunk1"
     info = json.loads((base / "base_info.json").read_text())
     assert info["kind"] == "hf" and Path(info["source"]) == (ws / "hf_src").resolve()
     assert json.loads((base / "config.json").read_text())["model_type"] == "qwen3"
 
-    train = _scalerl("train", "--config", str(run_yaml), "--chunk", "0", "--init", str(base),
+    train = _scalerl("train", "--config", str(run_yaml), "--chunk", "1", "--init", str(base),
                      "--prompts", str(prompts), "--out", str(ckpt), "--gpu-mem", "80GB")
     assert "memory plan fits" in train.stderr
     steps = read_steps(ckpt / "steps.parquet")

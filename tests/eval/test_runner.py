@@ -29,9 +29,9 @@ from scalerl.tasks.synthetic import generate_code, generate_math
 def _run_cfg(**eval_cfg):
     return RunConfig.from_dict({
         "run": "tiny-s_L16_scalerl_b2x2_s3", "seed": 3, "model": "tiny-s",
-        "recipe": {"preset": "scalerl", "overrides": {
-            "think_budget": [6, 8], "answer_budget": 8, "interruption_text": "</think>",
-            "prompts_per_step": 2, "generations_per_prompt": 2}},
+        "recipe_name": "scalerl",
+        "recipe": {"think_budget": [6, 8], "answer_budget": 8, "interruption_text": "</think>",
+                   "prompts_per_step": 2, "generations_per_prompt": 2},
         "task_weights": {"math": 1.0, "code": 1.0}, "device": "cpu", "threads": 1,
         "eval": {"samples_per_prompt": 2, "max_prompts": 2, **eval_cfg},
     })
@@ -48,7 +48,7 @@ def _prompts_file(tmp_path):
 
 
 def _settings(cfg, n_interrupt_tokens=1):
-    return EvalSettings.from_run(cfg, cfg.resolved_recipe(), n_interrupt_tokens)
+    return EvalSettings.from_run(cfg, n_interrupt_tokens)
 
 
 def test_settings_follow_the_run_recipe():
@@ -57,9 +57,8 @@ def test_settings_follow_the_run_recipe():
     assert (s.budget.gen_len, s.budget.think_budget, s.budget.answer_budget) == (16, (6, 8), 8)
     assert (s.samples_per_prompt, s.max_prompts, s.temperature, s.seed) == (2, 2, 1.0, 3)
     assert s.budget.max_new_tokens == 17  # room for the 1-token interruption text
-    lp = _run_cfg().replace(recipe={"overrides": {"length_control": "length_penalty",
-                                                  "length_penalty": {"max_len": 20,
-                                                                     "cache_len": 4}}})
+    lp = _run_cfg().replace(recipe={"length_control": "length_penalty",
+                                    "length_penalty": {"max_len": 20, "cache_len": 4}})
     s = _settings(lp, 5)
     assert (s.budget.gen_len, s.budget.think_budget, s.budget.max_new_tokens) == (20, None, 20)
     # RunConfig.max_new_tokens raises the cap, as in the trainer; below the need it fails

@@ -37,6 +37,7 @@ def test_truncated_state_file_names_file_and_fix(tmp_path):
 
 
 def test_sharded_state_keeps_optimizer_in_dcp(tmp_path):
+    # as `write_state_files(..., sharded=True)` writes it: no optimizer entry, dcp/ beside it
     (tmp_path / "dcp").mkdir()
     torch.save({"format": STATE_FORMAT, "sharded": True}, tmp_path / STATE_FILE)
     assert load_trainer_state(tmp_path)["sharded"] is True

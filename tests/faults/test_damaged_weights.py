@@ -25,10 +25,10 @@ from scalerl.rl.trainer import train_chunk
 
 RUN_CONFIG = {"run": "t", "seed": 0, "model": "tiny-s", "steps_per_chunk": 1,
               "save_every": 0, "threads": 1, "device": "cpu",
-              "recipe": {"preset": "scalerl", "overrides": {
+              "recipe": {
                   "prompts_per_step": 2, "generations_per_prompt": 2, "think_budget": [8, 10],
                   "answer_budget": 4, "interruption_text": "</think>", "off_policy": "on-policy",
-                  "length_penalty": {"max_len": 16, "cache_len": 4}}}}
+                  "length_penalty": {"max_len": 16, "cache_len": 4}}}
 
 
 def _checksums(root: Path) -> dict[str, str]:
@@ -44,9 +44,9 @@ def damaged_checkpoint(tmp_path) -> Path:
 
     ckpt = tmp_path / "chunk1"
     save_model_dir(build_tiny_model(ModelConfig(name="tiny-s")), new_tiny_tokenizer(), ckpt)
-    torch.save({"format": STATE_FORMAT, "optimizer": {}, "run": "t", "chunk": 0, "step": 1},
+    torch.save({"format": STATE_FORMAT, "optimizer": {}, "run": "t", "chunk": 1, "step": 1},
                ckpt / STATE_FILE)
-    (ckpt / SUMMARY_FILE).write_text(json.dumps({"run": "t", "chunk": 0, "step": 1,
+    (ckpt / SUMMARY_FILE).write_text(json.dumps({"run": "t", "chunk": 1, "step": 1,
                                                  "compute_flops": 1.0,
                                                  "compute_device_hours": 0.1, "tokens": 1}))
     weights = ckpt / "model.safetensors"
@@ -75,7 +75,7 @@ def test_load_model_names_the_damaged_file(damaged_checkpoint):
 def test_trainer_refuses_a_damaged_init_checkpoint(damaged_checkpoint, tmp_path):
     before = _checksums(tmp_path)
     with pytest.raises(DamagedModelError) as err:
-        train_chunk(RunConfig.from_dict(RUN_CONFIG), chunk=1, init=damaged_checkpoint,
+        train_chunk(RunConfig.from_dict(RUN_CONFIG), chunk=2, init=damaged_checkpoint,
                     prompts=tmp_path / "prompts.parquet", out=tmp_path / "chunk2")
     _assert_names_file_and_fix(str(err.value), damaged_checkpoint)
     assert _checksums(tmp_path) == before  # no chunk2, no chunk2.partial
@@ -88,7 +88,7 @@ def test_scalerl_eval_refuses_a_damaged_checkpoint(damaged_checkpoint, tmp_path,
     out = tmp_path / "eval" / "chunk1.parquet"
     before = _checksums(tmp_path)
     code = main(["eval", "--config", str(tmp_path / "run.yaml"), "--checkpoint",
-                 str(damaged_checkpoint), "--chunk", "1", "--prompts",
+                 str(damaged_checkpoint), "--chunk", "2", "--prompts",
                  str(tmp_path / "prompts.parquet"), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2, err

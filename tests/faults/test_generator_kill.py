@@ -68,7 +68,7 @@ def test_killed_generator_stops_the_trainer_and_the_rerun_resumes(micro, tmp_pat
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump(data))
     out = tmp_path / "chunk0"
-    cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(config), "--chunk", "0",
+    cmd = [sys.executable, "-m", "scalerl", "train", "--config", str(config), "--chunk", "1",
            "--init", str(micro / "base"), "--prompts", str(micro / "prompts.parquet"),
            "--out", str(out)]
     partial = out.with_name("chunk0.partial")

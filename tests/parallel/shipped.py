@@ -79,9 +79,9 @@ def scalerl(*args: str, timeout: int = 1200, check: bool = True,
 
 
 def train_command(run_yaml: Path, out: Path, *sets: str) -> list[str]:
-    """`scalerl train` of chunk 0 as the workflow runs it, the model's base.yaml beside
+    """`scalerl train` of chunk 1 as the workflow runs it, the model's base.yaml beside
     run.yaml as --model-config (argv after `python -m scalerl`)."""
-    cmd = ["train", "--config", str(run_yaml), "--chunk", "0", "--out", str(out),
+    cmd = ["train", "--config", str(run_yaml), "--chunk", "1", "--out", str(out),
            "--model-config", str(run_yaml.with_name("base.yaml"))]
     for item in sets:
         cmd += ["--set", item]

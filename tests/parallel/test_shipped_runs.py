@@ -138,7 +138,7 @@ def test_gpu_yaml_run_trains_alike_at_one_and_two_ranks(gpu_run):
     assert (numerics.param_dtype, numerics.compute_dtype, numerics.gradient_checkpointing) == (
         "float32", "bfloat16", True)
     assert numerics.logprob_chunk_tokens and numerics.micro_batch_tokens
-    recipe = cfg.resolved_recipe()
+    recipe = cfg.recipe
     assert (recipe.off_policy, recipe.optimizer.lr, recipe.optimizer.eps) == (
         "pipeline", 5e-7, 1e-15)
     assert ckpt.read_trainer_summary(root / "base")["step"] == 0
@@ -156,7 +156,7 @@ def test_config_yaml_run_trains_alike_at_one_and_two_ranks(cpu_run):
     the other way over two steps: the stated tolerance is 4 x 5e-5 = 2e-4, and most weights
     agree to float rounding (checked below)."""
     root, cfg, run_yaml = cpu_run
-    assert cfg.resolved_recipe().off_policy == "pipeline" and cfg.generators == 1
+    assert cfg.recipe.off_policy == "pipeline" and cfg.generators == 1
     one = _trained(root, run_yaml, "ranks1", "trainer_ranks=1")
     two = _trained(root, run_yaml, "ranks2", "trainer_ranks=2")
     out = _compare_runs(root, one, two, atol=2e-4)

@@ -15,6 +15,7 @@ from scalerl.plan.adapters import (
 )
 from scalerl.plan.arch import PUBLIC_ARCHS, tiny_arch
 from scalerl.plan.memory import GiB, MiB
+from scalerl.rl.recipe import recipe_from_preset
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "plan"
 
@@ -56,8 +57,8 @@ def test_upcoming_fields_are_read_and_typos_rejected():
 
 
 def test_length_penalty_cap_and_max_new_tokens():
-    run = {"recipe": {"preset": "loo-lp", "overrides": {"length_penalty": {"max_len": 900,
-                                                                            "cache_len": 100}}},
+    run = {"recipe": recipe_from_preset("loo-lp", {"length_penalty": {"max_len": 900,
+                                                                      "cache_len": 100}}),
            "max_new_tokens": 800}
     inp = plan_inputs_from_run(run, tiny_arch("tiny-m"), device_memory_bytes=GiB)
     assert inp.generation_tokens == 800  # min(L_max, max_new_tokens)
@@ -72,9 +73,8 @@ def test_local_sweep_expansion_matches_the_workflow_naming():
                                               "qwen3-0.6b_L4096_scalerl_b4x4_s0"]
     from scalerl.rl.run_config import RunConfig
 
-    recipe = RunConfig.from_dict(sweep.runs[0]).resolved_recipe()
+    recipe = RunConfig.from_dict(sweep.runs[0]).recipe
     # hi = 2048 - 512, lo = round(0.8333 * 1536) (scalerl.sweep's length section)
-    assert sweep.runs[0]["gen_len"] == 2048
     assert recipe.think_budget == (1280, 1536) and recipe.answer_budget == 512
     assert (recipe.prompts_per_step, recipe.generations_per_prompt) == (4, 4)
     assert sweep.runs[1]["numerics"]["gradient_checkpointing"] is True  # train: reaches every run

@@ -21,16 +21,27 @@ def model():
 
 
 def test_write_and_read_back(tmp_path, model):
-    out = tmp_path / "chunk0"
+    out = tmp_path / "chunk1"
     ckpt.write_checkpoint(out, model=model, tokenizer=new_tiny_tokenizer(),
                           state={"step": 4, "optimizer": {"x": torch.ones(2)}},
-                          summary={"step": 4, "chunk": 0, "compute_flops": 1.5})
+                          summary={"step": 4, "chunk": 1, "compute_flops": 1.5})
     assert ckpt.is_trainer_checkpoint(out)
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     state = ckpt.load_trainer_state(out)
     assert state["step"] == 4 and torch.equal(state["optimizer"]["x"], torch.ones(2))
     assert ckpt.read_trainer_summary(out)["compute_flops"] == 1.5
-    assert [p.name for p in tmp_path.iterdir()] == ["chunk0"]  # no temporary leftovers
+    assert [p.name for p in tmp_path.iterdir()] == ["chunk1"]  # no temporary leftovers
+
+
+def test_a_state_that_numbered_chunks_from_0_is_refused_naming_the_change(tmp_path, model):
+    out = tmp_path / "chunk1"
+    ckpt.write_checkpoint(out, model=model, tokenizer=new_tiny_tokenizer(),
+                          state={"step": 4, "optimizer": {}}, summary={"step": 4})
+    state = torch.load(out / ckpt.STATE_FILE, weights_only=False)
+    torch.save({**state, "format": 1, "chunk": 0}, out / ckpt.STATE_FILE)
+    with pytest.raises(ValueError, match=r"format 1 .*numbered training chunks from 0 .*chunk "
+                                         r"k is chunk k\+1 now.*retrain the run"):
+        ckpt.load_trainer_state(out)
 
 
 def test_failed_write_keeps_the_previous_directory(tmp_path, model):
@@ -54,7 +65,7 @@ def test_failed_write_keeps_the_previous_directory(tmp_path, model):
 def test_base_model_dir_is_step_zero_but_has_no_state(tmp_path, model):
     model.save_pretrained(tmp_path / "base")
     summary = ckpt.read_trainer_summary(tmp_path / "base")
-    assert summary["step"] == 0 and summary["compute_flops"] == 0.0
+    assert summary["step"] == 0 and summary["chunk"] == 0 and summary["compute_flops"] == 0.0
     assert not ckpt.is_trainer_checkpoint(tmp_path / "base")
     with pytest.raises(FileNotFoundError, match="not a trainer checkpoint"):
         ckpt.load_trainer_state(tmp_path / "base")
@@ -73,7 +84,7 @@ def test_rng_state_round_trip():
 
 def test_steps_parquet_schema(tmp_path):
     row = {c: 0.5 for c in STEP_COLUMNS}
-    row.update(run="r", chunk=0, step=1, tokens=10, npr_retired=0, staleness_max=2)
+    row.update(run="r", chunk=1, step=1, tokens=10, npr_retired=0, staleness_max=2)
     path = write_steps([row, {**row, "step": 2}], tmp_path / "steps.parquet")
     frame = read_steps(path)
     assert list(frame.columns) == list(STEP_COLUMNS)
@@ -91,7 +102,7 @@ def test_steps_of_a_scalerl_from_before_the_time_columns(tmp_path):
     from scalerl.rl.steps import TIME_COLUMNS, with_time_columns
 
     old = {c: 0.5 for c in STEP_COLUMNS if c not in TIME_COLUMNS}
-    old.update(run="r", chunk=0, step=1, tokens=10, npr_retired=0, staleness_max=2)
+    old.update(run="r", chunk=1, step=1, tokens=10, npr_retired=0, staleness_max=2)
     pq.write_table(pa.Table.from_pylist([old]), tmp_path / "old.parquet")
     frame = read_steps(tmp_path / "old.parquet")
     assert frame[list(TIME_COLUMNS)].isna().all().all() and frame["step"].tolist() == [1]

@@ -82,3 +82,35 @@ def test_token_budget_step_equals_the_whole_batch_step(aggregation):
             torch.testing.assert_close(grads[name], g, atol=1e-6 * float(g.abs().max()), rtol=0,
                                        msg=lambda m, name=name: f"{name}: {m}")
     assert abs(ref["loss"]) > 1e-3 and float(ref_grads["model.norm.weight"].abs().max()) > 1e-4
+
+
+@pytest.mark.parametrize("kind", ["cispo", "gspo"])
+def test_mismatch_metrics_by_hand_and_over_micro_batches(kind):
+    """The step's generator–trainer mismatch columns, from the trainer log-probabilities of the
+    model before the step: ρ = exp(logp − gen_logp) per loss token (the loss's clamp at ±20 is
+    not reached here), mismatch_kl = mean(ρ − 1 − log ρ), the extremes of ρ, and for GSPO the
+    mean over sequences of exp(mean log ρ); the same whether the step runs whole or in 4
+    token-budget micro-batches."""
+    from scalerl.models.logprobs import sequence_logprobs
+
+    recipe = recipe_from_preset("scalerl", {"loss": {"kind": kind}})
+    batch = _batch()
+    model = build_tiny_model(ModelConfig(name="tiny-s", seed=7))
+    with torch.no_grad():
+        logp = sequence_logprobs(model, batch.input_ids, batch.attention_mask,
+                                 fp32_lm_head=True, temperature=0.9)  # [6, 12]
+    log_ratio = (logp - batch.gen_logprobs)[batch.loss_mask].double()  # [45]
+    rho = log_ratio.exp()
+    per_seq = [float((logp - batch.gen_logprobs)[i][batch.loss_mask[i]].double().mean().exp())
+               for i in range(6)]
+    expected = {"mismatch_kl": float((rho - 1 - log_ratio).mean()),
+                "is_ratio_max": float(rho.max()), "is_ratio_min": float(rho.min()),
+                "seq_ratio_mean": sum(per_seq) / 6 if kind == "gspo" else float("nan")}
+    assert expected["mismatch_kl"] > 0.01  # the generator's log-probs are not the model's
+    for numerics in (None, StepNumerics(micro_batch_tokens=20)):
+        m = build_tiny_model(ModelConfig(name="tiny-s", seed=7))
+        opt, sched = make_optimizer(m, recipe)
+        out = optimizer_step(m, opt, sched, _batch(), recipe, temperature=0.9,
+                             micro_groups=0, step=1, numerics=numerics)
+        for key, value in expected.items():
+            assert out[key] == pytest.approx(value, rel=1e-5, nan_ok=True), (key, numerics)

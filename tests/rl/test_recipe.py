@@ -111,6 +111,24 @@ def test_overrides_merge_into_nested_configs():
     assert "loss" not in PRESETS["scalerl"]  # presets are not mutated by overrides
 
 
+def test_layers_merge_in_order_once():
+    # later layers win; nested mappings merge; empty and None layers change nothing
+    train = {"optimizer": {"lr": 1e-4, "eps": 1e-8}, "npr_threshold": 0.5}
+    model = {"optimizer": {"lr": 2e-4}}
+    recipe = {"optimizer": {"lr": 3e-4}, "loss": {"eps_max": 5.0}}
+    cfg = recipe_from_preset("scalerl", train, model, None, {}, recipe)
+    assert (cfg.optimizer.lr, cfg.optimizer.eps, cfg.optimizer.weight_decay) == (3e-4, 1e-8, 0.01)
+    assert (cfg.npr_threshold, cfg.loss.eps_max) == (0.5, 5.0)
+    # a kind switch in any layer drops the preset's clip fields of its own kind, and a later
+    # layer may set the new kind's fields
+    switched = recipe_from_preset("deepseek-grpo", {"loss": {"kind": "cispo"}},
+                                  {"loss": {"eps_max": 8.0}})
+    assert (switched.loss.kind, switched.loss.eps_max) == ("cispo", 8.0)
+    # the result round-trips through a run.yaml mapping unchanged
+    assert RecipeConfig.from_dict(switched.to_dict()) == switched
+    assert train == {"optimizer": {"lr": 1e-4, "eps": 1e-8}, "npr_threshold": 0.5}  # not mutated
+
+
 def test_errors_name_the_problem():
     with pytest.raises(ConfigError, match="unknown recipe preset 'scalerl2'; valid presets: "
                                           "scalerl, loo-dapo"):

@@ -49,7 +49,7 @@ def test_rows_carry_versions_staleness_and_reasons(tmp_path):
 
 
 def test_inconsistent_versions_are_rejected(tmp_path):
-    log = RolloutLog(RolloutLogConfig(), run="r", chunk=0, config_hash="h")
+    log = RolloutLog(RolloutLogConfig(), run="r", chunk=1, config_hash="h")
     # a sample finished by a newer policy than the trainer's: impossible, must not be written
     log.add(2, [_completion("p0", 0, 0, [2, 3], "t")], tasks=["math"], rewards=[1.0],
             correct=[True], kept=[True], npr_retired=[])
@@ -58,7 +58,7 @@ def test_inconsistent_versions_are_rejected(tmp_path):
 
 
 def test_disabled_log_writes_nothing(tmp_path):
-    log = RolloutLog(RolloutLogConfig(enabled=False), run="r", chunk=0, config_hash="h")
+    log = RolloutLog(RolloutLogConfig(enabled=False), run="r", chunk=1, config_hash="h")
     log.add(0, [_completion("p0", 0, 0, [0], "t")], tasks=["math"], rewards=[1.0],
             correct=[True], kept=[True], npr_retired=[])
     assert log.write(tmp_path) is None and not (tmp_path / "rollouts.parquet").exists()

@@ -66,7 +66,7 @@ def test_train_fails_before_any_work_when_the_plan_does_not_fit(micro, tmp_path)
     run_yaml.write_text(yaml.safe_dump({**run_config_dict(), "device": "cpu"}))
     out = tmp_path / "chunk0"
     proc = subprocess.run(
-        [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "0",
+        [sys.executable, "-m", "scalerl", "train", "--config", str(run_yaml), "--chunk", "1",
          "--init", str(micro / "base"), "--prompts", str(micro / "prompts.parquet"),
          "--out", str(out), "--gpu-mem", "2MB"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
@@ -80,7 +80,7 @@ def test_trainer_uses_the_run_numerics(micro, tmp_path):
     cfg = RunConfig.from_dict({**run_config_dict(), "device": "cpu", "steps_per_chunk": 1,
                                "numerics": {"micro_batch_tokens": 24, "logprob_chunk_tokens": 4,
                                             "gradient_checkpointing": True}})
-    train_chunk(cfg, chunk=0, init=micro / "base", prompts=micro / "prompts.parquet",
+    train_chunk(cfg, chunk=1, init=micro / "base", prompts=micro / "prompts.parquet",
                 out=tmp_path / "out")
     frame = read_steps(tmp_path / "out" / "steps.parquet")
     assert frame["step"].tolist() == [1]

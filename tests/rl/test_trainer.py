@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import torch
-from test_trainer_helpers import cache_dir, micro_base, run_config_dict
+from test_trainer_helpers import cache_dir, micro_base, micro_recipe, run_config_dict
 
 from scalerl.config import ConfigError
 from scalerl.rl import checkpoint as ckpt
@@ -35,7 +35,7 @@ def _cfg(**changes) -> RunConfig:
     return RunConfig.from_dict(run_config_dict()).replace(**changes)
 
 
-def _train(micro, tmp_path, cfg, chunk=0, init=None, name="out"):
+def _train(micro, tmp_path, cfg, chunk=1, init=None, name="out"):
     return train_chunk(cfg, chunk=chunk, init=init or micro / "base",
                        prompts=micro / "prompts.parquet", out=tmp_path / name)
 
@@ -45,16 +45,16 @@ def _train(micro, tmp_path, cfg, chunk=0, init=None, name="out"):
     for p in list_presets()
 ])
 def test_every_preset_trains_two_steps(micro, tmp_path, preset):
-    cfg = _cfg(recipe={"preset": preset, "overrides": {"prompts_per_step": 4}},
+    cfg = _cfg(recipe=micro_recipe(preset, prompts_per_step=4),
                task_weights={"math": 1.0, "code": 0.25})
     result = _train(micro, tmp_path, cfg)
     frame = read_steps(tmp_path / "out" / "steps.parquet")
     assert list(frame.columns) == list(STEP_COLUMNS)
-    assert frame["step"].tolist() == [1, 2] and set(frame["chunk"]) == {0}
+    assert frame["step"].tolist() == [1, 2] and set(frame["chunk"]) == {1}
     assert frame["compute_flops"].is_monotonic_increasing and frame["tokens"].iloc[0] > 0
     assert (frame["pass_rate"] > 0).any() and (frame["pass_rate"] < 1).any()
     assert (frame["grad_norm"] > 0).any()  # a real gradient reached the parameters
-    recipe = cfg.recipe.build()
+    recipe = cfg.recipe
     lag = recipe.max_lag if recipe.off_policy == "pipeline" else 0
     if recipe.off_policy == "ppo":  # second mini-batch of the round is one version stale
         assert frame["staleness_max"].tolist() == [0, 1]
@@ -74,28 +74,30 @@ def test_every_preset_trains_two_steps(micro, tmp_path, preset):
 @pytest.mark.parametrize("chunking", [{"steps_per_chunk": 2}, {"chunk_steps": [1, 3]}],
                          ids=["equal", "growing"])
 def test_next_chunk_continues_exactly_where_the_last_stopped(micro, tmp_path, chunking):
-    """Chunks 0 + 1 (2 + 2 steps, or 1 + 3) end in the state of one 4-step chunk (on-policy,
-    CPU)."""
-    recipe = {"preset": "scalerl", "overrides": {"off_policy": "on-policy"}}
+    """Chunks 1 + 2 (2 + 2 steps, or 1 + 3) end in the state of one 4-step chunk (on-policy,
+    CPU); both number their rows and states as the workflow numbers their checkpoints."""
+    recipe = {"off_policy": "on-policy"}
     split = _cfg(recipe=recipe, **chunking)
-    first = split.steps_in_chunk(0)
-    _train(micro, tmp_path, split, name="c0")
-    _train(micro, tmp_path, split, chunk=1, init=tmp_path / "c0", name="c1")
+    first = split.steps_in_chunk(1)
+    _train(micro, tmp_path, split, name="c1")
+    _train(micro, tmp_path, split, chunk=2, init=tmp_path / "c1", name="c2")
     whole = _cfg(recipe=recipe, steps_per_chunk=4)
     _train(micro, tmp_path, whole, name="whole")
 
-    c1, full = ckpt.load_trainer_state(tmp_path / "c1"), ckpt.load_trainer_state(tmp_path / "whole")
-    assert c1["step"] == full["step"] == 4 and c1["chunk"] == 1
-    assert c1["sampler"] == full["sampler"]  # NPR history, epoch order, position, task RNG
-    assert c1["requests"] == full["requests"]
-    assert c1["compute"]["flops"] == full["compute"]["flops"]
-    assert c1["compute"]["tokens"] == full["compute"]["tokens"]
-    rows = read_steps(tmp_path / "c1" / "steps.parquet")
+    c2, full = ckpt.load_trainer_state(tmp_path / "c2"), ckpt.load_trainer_state(tmp_path / "whole")
+    assert c2["step"] == full["step"] == 4 and c2["chunk"] == 2
+    assert ckpt.read_trainer_summary(tmp_path / "c2")["chunk"] == 2
+    assert c2["sampler"] == full["sampler"]  # NPR history, epoch order, position, task RNG
+    assert c2["requests"] == full["requests"]
+    assert c2["compute"]["flops"] == full["compute"]["flops"]
+    assert c2["compute"]["tokens"] == full["compute"]["tokens"]
+    assert set(read_rollouts(tmp_path / "c2").to_pandas()["chunk"]) == {2}
+    rows = read_steps(tmp_path / "c2" / "steps.parquet")
     ref = read_steps(tmp_path / "whole" / "steps.parquet").iloc[first:].reset_index(drop=True)
-    assert rows["step"].tolist() == list(range(first + 1, 5)) and set(rows["chunk"]) == {1}
+    assert rows["step"].tolist() == list(range(first + 1, 5)) and set(rows["chunk"]) == {2}
     for col in ("reward_mean", "pass_rate", "loss", "grad_norm", "compute_flops", "npr_retired"):
         assert rows[col].tolist() == pytest.approx(ref[col].tolist(), rel=1e-6, abs=1e-9), col
-    a = _weights(tmp_path / "c1")
+    a = _weights(tmp_path / "c2")
     b = _weights(tmp_path / "whole")
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-6)
@@ -108,18 +110,21 @@ def _weights(path):
 
 
 def test_chunk_inputs_are_checked(micro, tmp_path):
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+    cfg = _cfg(recipe={"off_policy": "on-policy"},
                steps_per_chunk=1)
     with pytest.raises(ConfigError, match="not a trainer checkpoint"):
-        _train(micro, tmp_path, cfg, chunk=1)
-    _train(micro, tmp_path, cfg, name="c0")
-    with pytest.raises(ConfigError, match="base model"):
-        _train(micro, tmp_path, cfg, chunk=0, init=tmp_path / "c0", name="again")
-    with pytest.raises(ConfigError, match="needs chunk 1"):
-        _train(micro, tmp_path, cfg, chunk=2, init=tmp_path / "c0", name="c2")
-    with pytest.raises(ConfigError, match="chunk_steps lists 1 chunk"):
-        _train(micro, tmp_path, cfg.replace(chunk_steps=[1]), chunk=1, init=tmp_path / "c0",
-               name="c1")
+        _train(micro, tmp_path, cfg, chunk=2)
+    with pytest.raises(ConfigError, match="numbered from 1"):
+        _train(micro, tmp_path, cfg, chunk=0, name="zero")
+    _train(micro, tmp_path, cfg, name="c1")
+    with pytest.raises(ConfigError, match="--chunk 1 starts from the base model"):
+        _train(micro, tmp_path, cfg, chunk=1, init=tmp_path / "c1", name="again")
+    with pytest.raises(ConfigError, match="is chunk 1 of run 't'; chunk 3 of run 't' needs "
+                                          "chunk 2 of it"):
+        _train(micro, tmp_path, cfg, chunk=3, init=tmp_path / "c1", name="c3")
+    with pytest.raises(ConfigError, match=r"chunk_steps lists 1 chunk\(s\) \(1..1\)"):
+        _train(micro, tmp_path, cfg.replace(chunk_steps=[1]), chunk=2, init=tmp_path / "c1",
+               name="c2")
     with pytest.raises(ConfigError, match="every chunk needs >= 1 step"):
         cfg.replace(chunk_steps=[2, 0])
     import pandas as pd
@@ -127,7 +132,7 @@ def test_chunk_inputs_are_checked(micro, tmp_path):
     math_only = pd.read_parquet(micro / "prompts.parquet").query("task == 'math'")
     math_only.to_parquet(tmp_path / "math.parquet")
     with pytest.raises(ValueError, match="no train prompts of that task"):
-        train_chunk(cfg.replace(task_weights={"code": 1.0}), chunk=0, init=micro / "base",
+        train_chunk(cfg.replace(task_weights={"code": 1.0}), chunk=1, init=micro / "base",
                     prompts=tmp_path / "math.parquet", out=tmp_path / "x")
     tight = cfg.replace(max_new_tokens=10)
     with pytest.raises(ConfigError, match="max_new_tokens = 10"):
@@ -139,10 +144,10 @@ def test_the_model_config_reaches_the_trainer(micro, tmp_path):
     char tokenizer has no chat template, so asking for `chat` must fail, naming the fix."""
     from scalerl.models.config import ModelConfig
 
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+    cfg = _cfg(recipe={"off_policy": "on-policy"},
                steps_per_chunk=1)
     with pytest.raises(ValueError, match="use prompt_format: raw"):
-        train_chunk(cfg, chunk=0, init=micro / "base", prompts=micro / "prompts.parquet",
+        train_chunk(cfg, chunk=1, init=micro / "base", prompts=micro / "prompts.parquet",
                     out=tmp_path / "chat", model_cfg=ModelConfig(prompt_format="chat"))
     assert not (tmp_path / "chat").exists()
 
@@ -247,18 +252,23 @@ def test_cli_help_and_bad_input(tmp_path):
     help_ = subprocess.run(run + ["--help"], capture_output=True, text=True, timeout=120)
     assert help_.returncode == 0 and "--init" in help_.stdout and ".partial" in help_.stdout
     cfg = tmp_path / "run.yaml"
-    cfg.write_text("run: x\nrecipe: {preset: nope}\n")
-    bad = subprocess.run(run + ["--config", str(cfg), "--chunk", "0", "--init", "b",
+    cfg.write_text("run: x\nrecipe: {preset: scalerl}\n")  # the old spelling: a clear error
+    bad = subprocess.run(run + ["--config", str(cfg), "--chunk", "1", "--init", "b",
                                 "--prompts", "p", "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "unknown recipe preset 'nope'" in bad.stderr
+    assert bad.returncode == 2 and "unknown key(s) recipe.preset" in bad.stderr
+    cfg.write_text("run: x\n")
+    zero = subprocess.run(run + ["--config", str(cfg), "--chunk", "0", "--init", "b",
+                                 "--prompts", "p", "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert zero.returncode == 2 and "training chunks are numbered from 1" in zero.stderr
 
 
 @pytest.mark.vllm
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["on-policy", "pipeline"])
 def test_vllm_engine_trains(micro, tmp_path, mode):
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": mode}}, engine="vllm",
+    cfg = _cfg(recipe={"off_policy": mode}, engine="vllm",
                vllm={"kv_cache_mb": 64, "enforce_eager": True})  # CPU: small cache, no graphs
     _train(micro, tmp_path, cfg)
     frame = read_steps(tmp_path / "out" / "steps.parquet")
@@ -268,10 +278,28 @@ def test_vllm_engine_trains(micro, tmp_path, mode):
     assert frame["is_ratio_mean"].iloc[0] == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.gpu
+def test_a_chunk_on_cuda(micro, tmp_path):
+    """The CUDA path of the trainer: float32 master weights, the body under bf16 autocast
+    (numerics auto), the chunked FP32 head; the HF engine generates with the trainer's
+    float32 model, so the mismatch columns measure the bf16 body of the trainer's scoring
+    (stated: mismatch_kl < 0.05, ρ within [0.5, 2])."""
+    cfg = _cfg(recipe={"off_policy": "on-policy"}, device="cuda",
+               numerics={"logprob_chunk_tokens": 16, "micro_batch_tokens": 64})
+    _train(micro, tmp_path, cfg)
+    frame = read_steps(tmp_path / "out" / "steps.parquet")
+    assert frame["step"].tolist() == [1, 2] and set(frame["chunk"]) == {1}
+    assert (frame["grad_norm"] > 0).all() and (frame["compute_device_hours"] > 0).all()
+    assert ((frame["mismatch_kl"] > -1e-6) & (frame["mismatch_kl"] < 0.05)).all()  # float32 ≈ 0
+    assert ((frame["is_ratio_min"] > 0.5) & (frame["is_ratio_max"] < 2.0)).all()
+    weights = _weights(tmp_path / "out")
+    assert {t.dtype for t in weights.values()} == {torch.float32}
+
+
 def test_failed_chunk_leaves_only_its_partial_save(micro, tmp_path, monkeypatch):
     import scalerl.rl.trainer as trainer_mod
 
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy"}},
+    cfg = _cfg(recipe={"off_policy": "on-policy"},
                steps_per_chunk=3, save_every=1)
     real_step = trainer_mod.optimizer_step
 
@@ -309,13 +337,20 @@ def test_threads_split_the_cores_and_cuda_must_exist(monkeypatch):
 def test_steps_rows_time_the_phases_of_a_step(micro, tmp_path):
     """time_* columns: every phase measured, on-policy generates in-process (no waiting), and
     the phases add up to no more than the step's wall-clock."""
-    cfg = _cfg(recipe={"preset": "scalerl", "overrides": {"off_policy": "on-policy",
-                                                          "prompts_per_step": 4}})
+    cfg = _cfg(recipe={"off_policy": "on-policy", "prompts_per_step": 4})
     _train(micro, tmp_path, cfg)
     frame = read_steps(tmp_path / "out" / "steps.parquet")
     times = frame[list(TIME_COLUMNS)]
     assert times.notna().all().all() and (times >= 0).all().all()
     assert (frame["time_generate_s"] > 0).all() and (frame["time_wait_s"] == 0).all()
     assert (frame["time_optimizer_s"] > 0).all()
+    # on-policy on CPU the generator is the trainer's own float32 model: the mismatch columns
+    # see rounding only (incremental decoding against one full forward); CISPO has no
+    # sequence ratio
+    assert (frame["mismatch_kl"].abs() < 1e-4).all()
+    assert ((frame[["is_ratio_max", "is_ratio_min"]] - 1).abs() < 1e-2).all().all()
+    assert (frame["is_ratio_min"] <= frame["is_ratio_mean"]).all()
+    assert (frame["is_ratio_mean"] <= frame["is_ratio_max"]).all()
+    assert frame["seq_ratio_mean"].isna().all()
     wall = frame["compute_device_hours"].diff().fillna(frame["compute_device_hours"]) * 3600
     assert (times.sum(axis=1) <= wall + 1e-6).all()

@@ -84,17 +84,25 @@ def micro_base(cache_root: Path) -> Path:
     return out
 
 
+MICRO_RECIPE = {  # 4 prompts x 4 samples, budgets for 1-digit additions
+    "prompts_per_step": 4, "generations_per_prompt": 4, "think_budget": [12, 16],
+    "answer_budget": 6, "interruption_text": "</think>", "max_lag": 2,
+    "ppo_minibatches": 2, "length_penalty": {"max_len": 23, "cache_len": 8},
+    "optimizer": {"lr": 1e-4, "warmup_steps": 1},
+}
+
+
+def micro_recipe(preset: str = "scalerl", **overrides) -> dict:
+    """The RunConfig `recipe` mapping of `preset` at the micro base's sizes, with `overrides`."""
+    from scalerl.rl.recipe import recipe_from_preset
+
+    return recipe_from_preset(preset, MICRO_RECIPE, overrides).to_dict()
+
+
 def run_config_dict(**recipe_overrides) -> dict:
-    """A RunConfig mapping for the micro base: 4 prompts x 4 samples, budgets for 1-digit add."""
-    recipe = {
-        "prompts_per_step": 4, "generations_per_prompt": 4, "think_budget": [12, 16],
-        "answer_budget": 6, "interruption_text": "</think>", "max_lag": 2,
-        "ppo_minibatches": 2, "length_penalty": {"max_len": 23, "cache_len": 8},
-        "optimizer": {"lr": 1e-4, "warmup_steps": 1},
-    }
-    recipe.update(recipe_overrides)
+    """A RunConfig mapping for the micro base (`micro_recipe` with `recipe_overrides`)."""
     return {"run": "t", "seed": 0, "model": "micro", "steps_per_chunk": 2, "save_every": 0,
-            "threads": 1, "recipe": {"preset": "scalerl", "overrides": recipe}}
+            "threads": 1, "recipe": micro_recipe(**recipe_overrides)}
 
 
 def _proc_stats() -> dict[int, tuple[str, int]]:

@@ -37,7 +37,7 @@ def micro(request, tmp_path_factory):
 
 
 def _command(micro: Path, config: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "scalerl", "train", "--config", str(config), "--chunk", "0",
+    return [sys.executable, "-m", "scalerl", "train", "--config", str(config), "--chunk", "1",
             "--init", str(micro / "base"), "--prompts", str(micro / "prompts.parquet"),
             "--out", str(out)]
 
@@ -86,7 +86,7 @@ def test_sigkill_then_rerun_equals_an_uninterrupted_chunk(micro, tmp_path):
     assert resumed["step"].tolist() == list(range(1, 9))
 
     ref = tmp_path / "reference"
-    train_chunk(RunConfig.from_dict(data), chunk=0, init=micro / "base",
+    train_chunk(RunConfig.from_dict(data), chunk=1, init=micro / "base",
                 prompts=micro / "prompts.parquet", out=ref)
     expected = read_steps(ref / "steps.parquet")
     for col in ("reward_mean", "pass_rate", "loss", "grad_norm", "entropy", "compute_flops",

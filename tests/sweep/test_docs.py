@@ -33,3 +33,51 @@ def test_check_fails_on_a_stale_file(tmp_path):
 def test_every_recipe_knob_names_its_paper_section(cls):
     missing = [name for name, _, _, doc in cls.describe() if not PAPER_REF.search(doc)]
     assert not missing, f"{cls.__name__}: {missing} name no paper section (§, Eq., App.)"
+
+
+def _documented_keys(data: dict) -> set[str]:
+    """The keys of a sweep config as the reference names them: named entries as `<name>`
+    (`<rule>`), recipe override layers as the recipe's own keys, `data.config` and
+    `models.<name>.config` whole (the configs of `scalerl data` / `scalerl base`)."""
+    named = {"models": "<name>", "recipes": "<name>", "mixes": "<name>",
+             "resources": "<rule>", "eval.downstream": "<name>"}
+    keys: set[str] = set()
+
+    def walk(node: dict, prefix: str) -> None:
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if path in named:
+                for entry in value.values():
+                    walk(entry, f"{path}.{named[path]}.")
+            elif path in ("data.config", "models.<name>.config"):
+                keys.add(path)
+            elif key in ("recipe_overrides", "overrides"):
+                keys.add(path)
+                walk(value, "")  # RecipeConfig keys
+            elif isinstance(value, dict):
+                walk(value, f"{path}.")
+            else:
+                keys.add(path)
+
+    walk(data, "")
+    return keys
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "gpu.yaml", "layout-1node-8gpu.yaml",
+                                  "layout-2node-16gpu.yaml"])
+def test_every_key_of_the_shipped_configs_is_documented(name):
+    import yaml
+
+    text = README.read_text().split(docs.BEGIN, 1)[1]
+    data = yaml.safe_load((README.parent / name).read_text())
+    missing = sorted(k for k in _documented_keys(data) if f"| `{k}` |" not in text)
+    assert not missing, f"{name}: keys without a row in config/README.md: {missing}"
+
+
+def test_the_sweep_sections_are_generated_with_their_defaults():
+    text = README.read_text().split(docs.BEGIN, 1)[1]
+    for row in ("| `fit.predict_args` | `[]` |", "| `train.chunks` | `4` |",
+                "| `eval.downstream_chunks` | `\"last\"` |", "| `results_dir` | `\"results\"` |",
+                '| `mixes` | `{"mc": {"math": 0.5, "code": 0.5}}` |',
+                "| `resources.<rule>.nodes` | `1` |", "| `sweep.racing.margin` | `0.02` |"):
+        assert row in text, row

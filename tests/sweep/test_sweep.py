@@ -61,7 +61,7 @@ def test_recipe_overrides_merge_train_then_model_then_recipe_then_sweep():
     sweep = load_sweep(_sweep())
     runs = expand(sweep)
     cfg = run_config(sweep, runs["m1_L40_fast_b4x2_s1"], base="B", prompts="P")
-    recipe = cfg.resolved_recipe()
+    recipe = cfg.recipe
     # train sets lr 1e-4 and eps; model m1 sets 2e-4; recipe `fast` sets 3e-4 (wins)
     assert recipe.optimizer.lr == 3e-4 and recipe.optimizer.eps == 1e-8
     assert recipe.npr_threshold == 0.5  # from the model, untouched by the recipe
@@ -71,12 +71,40 @@ def test_recipe_overrides_merge_train_then_model_then_recipe_then_sweep():
     assert recipe.length_penalty.max_len == 40
     assert (cfg.run, cfg.seed, cfg.model, cfg.base, cfg.prompts) == ("m1_L40_fast_b4x2_s1", 1,
                                                                     "m1", "B", "P")
-    assert cfg.recipe.label == "fast" and cfg.chunk_steps == (1, 3) and cfg.device == "cpu"
+    assert cfg.recipe_name == "fast" and cfg.chunk_steps == (1, 3) and cfg.device == "cpu"
     other = run_config(sweep, runs["m2_L64_loo-dapo_b4x2_s0"], base="B", prompts="P")
-    other_recipe = other.resolved_recipe()
+    other_recipe = other.recipe
     assert other_recipe.optimizer.lr == 1e-4  # only train's: m2 and loo-dapo set none
-    assert other_recipe.loss.kind == "dapo" and other.recipe.label == "loo-dapo"
+    assert other_recipe.loss.kind == "dapo" and other.recipe_name == "loo-dapo"
     assert other.eval.samples_per_prompt == 2 and other.eval.max_prompts == 1000
+
+
+def test_the_commands_options_come_from_the_sweep():
+    from scalerl.sweep import fit_options, predict_options, race_options, report_options
+
+    data = _sweep(fit={"compute": "device_hours", "extra_args": ["--bootstrap", "5"],
+                       "predict_args": ["--seed", "3"]})
+    data["sweep"]["racing"] = {"enabled": True, "margin": 0.05}
+    sweep = load_sweep(data)
+    runs = expand(sweep)
+    run = runs["m1_L40_fast_b4x2_s1"]
+    assert fit_options(sweep, run) == [
+        "--group-by", "task", "--compute-col", "compute_device_hours",
+        "--meta", "run=m1_L40_fast_b4x2_s1", "--meta", "model=m1", "--meta", "gen_len=40",
+        "--meta", "recipe=fast", "--meta", "batch=4x2", "--meta", "seed=1", "--meta", "mix=mc",
+        "--bootstrap", "5"]
+    assert predict_options(sweep, all_chunks=True) == [
+        "--all-chunks", "--chunks", "2", "--compute-col", "compute_device_hours", "--seed", "3"]
+    assert predict_options(sweep, all_chunks=False)[:2] == ["--chunks", "2"]
+    race = race_options(sweep, runs.values())
+    assert race[:6] == ["--task", "math", "--margin", "0.05", "--min-fraction", "0.3"]
+    groups = dict(item.split("=") for item in race[7::2])
+    assert len(groups) == len(runs) and set(race[6::2]) == {"--group"}
+    # the two seeds of a cell race as one; other cells apart
+    assert groups["m1_L40_fast_b4x2_s0"] == groups["m1_L40_fast_b4x2_s1"] == "m1_40_fast_4x2_mc"
+    assert len(set(groups.values())) == len(runs) // 2
+    assert report_options(sweep) == ["--by", "model,gen_len,recipe,batch,mix,task",
+                                     "--order", "model=m1,m2"]
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -128,9 +156,9 @@ def test_trainer_and_eval_derive_the_same_budget_for_every_shipped_run(name, n_i
     assert runs
     for run in runs.values():
         cfg = run_config(sweep, run, base="B", prompts="P")
-        recipe = cfg.resolved_recipe()
+        recipe = cfg.recipe
         trainer = generation_budget(cfg, n_interrupt_tokens)
-        evaluation = EvalSettings.from_run(cfg, recipe, n_interrupt_tokens).budget
+        evaluation = EvalSettings.from_run(cfg, n_interrupt_tokens).budget
         assert trainer == evaluation, run.id
         # the generation length L of the run id is what both use
         assert trainer.gen_len == run.gen_len, run.id
@@ -138,19 +166,20 @@ def test_trainer_and_eval_derive_the_same_budget_for_every_shipped_run(name, n_i
             assert trainer.max_new_tokens == run.gen_len + n_interrupt_tokens
 
 
-def test_schema_defaults_equal_the_package_defaults():
+def test_schema_names_the_package_fields_and_no_defaults():
+    """The workflow reads results_dir and resources from scalerl.sweep; the JSON schema only
+    types them, so a default lives in one place (the package's classes)."""
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     rules = schema["properties"]["resources"]["properties"]
-    package = RuleResources()
-    for rule, spec in rules.items():
-        defaults = {k: v["default"] for k, v in spec["properties"].items()}
-        assert defaults == package.to_dict(), rule
-    assert schema["properties"]["results_dir"]["default"] == "results"
-    assert load_sweep({"models": {"m": {"config": {}}},
-                       "sweep": {"models": ["m"], "gen_lens": [4096]}}).results_dir == "results"
     from scalerl.sweep.config import RULES
 
     assert set(rules) == set(RULES)
+    for rule, spec in rules.items():
+        assert set(spec["properties"]) == set(RuleResources().to_dict()), rule
+        assert not any("default" in v for v in spec["properties"].values()), rule
+    assert "default" not in schema["properties"]["results_dir"]
+    assert load_sweep({"models": {"m": {"config": {}}},
+                       "sweep": {"models": ["m"], "gen_lens": [4096]}}).results_dir == "results"
 
 
 def test_job_resources_one_node_and_several():

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SNAKEFILE = REPO / "Snakefile"
+SNAKEFILE = REPO / "workflow" / "Snakefile"
 
 
 def snakemake(workdir, *args, cores=1, timeout=180, env=None):

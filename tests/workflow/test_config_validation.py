@@ -91,7 +91,7 @@ def _bad(tmp_path, mutate):
         (lambda c: c["resources"]["train"].update(threads=0), "threads"),
         (lambda c: c["train"]["recipe_overrides"].update(loss={"eps_high": 5}),
          "kind = 'cispo' does not read loss.eps_high"),
-        (lambda c: c["train"].update(gen_len=3), "train.gen_len is set by the sweep"),
+        (lambda c: c["train"].update(recipe={"max_lag": 3}), "train.recipe is set by the sweep"),
         (lambda c: c["recipes"]["scalerl"]["overrides"].update(loss={"kindd": "x"}),
          "recipes.scalerl"),
         (lambda c: c["models"]["tiny-m"].update(recipe_overrides={"optimizer": {"lrr": 1}}),
@@ -123,7 +123,7 @@ def test_model_recipe_overrides_reach_only_that_models_runs(tmp_path):
     runs = sorted((tmp_path / "results" / "runs").glob("*/run.yaml"))
     assert len(runs) == 4
     for path in runs:
-        optimizer = yaml.safe_load(path.read_text())["recipe"]["overrides"]["optimizer"]
+        optimizer = yaml.safe_load(path.read_text())["recipe"]["optimizer"]
         expected = model_lr if path.parent.name.startswith("tiny-m_") else shared_lr
         assert optimizer["lr"] == expected, path
         assert optimizer["eps"] == cfg["train"]["recipe_overrides"]["optimizer"]["eps"]

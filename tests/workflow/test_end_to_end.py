@@ -7,7 +7,8 @@ One test, in order (each step needs the previous one's files):
 2. every eval Parquet passes `read_eval_table` (schema + invariants) and carries the run's
    config hash; chunk 0 is the base model (step 0, compute 0), compute grows with the chunk;
    the downstream set is evaluated on the last checkpoint into its own file;
-3. fit.json per task and the report (scaling.parquet / .md / curves.png) exist and agree;
+3. fit.json per task and the report (scaling.parquet / .md / curves.png / mismatch.png) exist
+   and agree; each checkpoint's steps and rollouts rows carry its chunk number;
 4. provenance.json holds the resolved config, version, git commit and packages;
 5. `snakemake --report` builds the HTML report;
 6. a second `-n` has nothing to do; deleting one checkpoint reruns exactly what depends on it;
@@ -28,9 +29,11 @@ import pandas as pd
 import pytest
 import yaml
 from report_browser import check_report
-from snakemake_run import REPO, job_counts
+from snakemake_run import REPO, SNAKEFILE, job_counts
 
 from scalerl.eval.schema import metadata_of, read_eval_table
+from scalerl.rl.rollout_log import read_rollouts
+from scalerl.rl.steps import read_steps
 
 TINY = Path(__file__).with_name("tiny.yaml")
 DOWNSTREAM = REPO / "tests" / "fixtures" / "workflow" / "downstream.jsonl"
@@ -49,7 +52,7 @@ def _config(workdir):
 
 
 def _cmd(workdir, *args):
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+    return [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory",
             str(workdir), "--configfile", str(_config(workdir)), "--cores", "2",
             "--workflow-profile", "none", "--rerun-incomplete", *args]
 
@@ -138,12 +141,20 @@ def check_sweep_outputs(workdir):
     assert {"A", "B", "C_mid", "R0", "model", "gen_len", "recipe"} <= set(table.columns)
     assert "| tiny-s |" in (report / "scaling.md").read_text()
     assert (report / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # the generator–trainer mismatch of the run, and one chunk number: checkpoint chunk{k}'s
+    # steps and rollouts rows carry chunk k, as its eval Parquet does
+    assert (report / "mismatch.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"| {RUN} | {steps[-1]} |" in (report / "scaling.md").read_text()
+    for k in range(1, CHUNKS + 1):
+        assert set(read_steps(run_dir / f"chunk{k}" / "steps.parquet")["chunk"]) == {k}
+        assert set(read_rollouts(run_dir / f"chunk{k}").column("chunk").to_pylist()) == {k}
 
     # -- provenance ---------------------------------------------------------------------------
     assert provenance["run"] == RUN and provenance["scalerl_version"]
     assert provenance["git_commit"] and "torch" in provenance["packages"]
-    assert provenance["resolved_recipe"]["prompts_per_step"] == 4
-    assert provenance["resolved_recipe"]["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
+    recipe = provenance["run_config"]["recipe"]
+    assert recipe["prompts_per_step"] == 4
+    assert recipe["think_budget"] == [26, 32]  # hi = 48 - 16, lo = 0.8 hi
 
 
 @pytest.mark.slow

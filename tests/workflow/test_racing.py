@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake_run import REPO
+from snakemake_run import SNAKEFILE
 
 TINY = Path(__file__).with_name("tiny.yaml")
 CHUNKS = 6
@@ -41,7 +41,7 @@ def _config(workdir: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_clearly_worse_run_is_stopped_by_racing(tmp_path):
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--directory",
            str(tmp_path), "--configfile", str(_config(tmp_path)), "--cores", "2",
            "--workflow-profile", "none"]
     dry = subprocess.run([*cmd, "-n"], capture_output=True, text=True, timeout=300)

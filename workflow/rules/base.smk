@@ -2,28 +2,25 @@
 # with SFT, or a Hugging Face model copied into a local model directory.
 
 
-rule model_config:
+use rule data_config as model_config with:
     output:
-        res("models", "{model}", "model.yaml"),
+        yaml=res("models", "{model}", "model.yaml"),
     params:
         cfg=lambda w: SWEEP.models[w.model].config,
     log:
         res("logs", "model_config", "{model}.log"),
-    localrule: True
-    run:
-        write_yaml(output[0], params.cfg)
 
 
 rule base:
     input:
-        cfg=res("models", "{model}", "model.yaml"),
+        cfg=rules.model_config.output.yaml,
     output:
         model=directory(res("models", "{model}", "base")),
     log:
         res("logs", "base", "{model}.log"),
     benchmark:
         res("benchmarks", "base", "{model}.tsv")
-    threads: rule_resources("base")["threads"]
+    threads: threads_of("base")
     resources:
         **job_resources("base"),
     conda:

@@ -1,6 +1,8 @@
-# Helpers only (no rules): validate the config, expand the sweep, name every path. The sweep's
-# science (validation with defaults, run ids, run configs, provenance) lives in scalerl.sweep
-# (docs/design.md, "Sweep"); the stages live in the other .smk files and call `scalerl`.
+# Helpers only (no rules): validate and expand the sweep, name the paths that rules share, and
+# hand each job its options. The science (validation with defaults, run ids, run configs, the
+# options of every command, provenance) lives in scalerl.sweep (docs/design.md, "Sweep"); each
+# file's path is named once, by the rule that writes it (`rules.X.output.Y`); the stages live
+# in the other .smk files and call `scalerl`.
 import os
 import shlex
 import sys
@@ -24,33 +26,89 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
 
 
-# -- paths ---------------------------------------------------------------------------------
+# -- evaluated at parse time ---------------------------------------------------------------
+try:  # the package first: its messages name every bad key and the fix
+    SWEEP = sweep.load_sweep(config)
+    RUNS = sweep.expand(SWEEP)
+    sweep.check_runs(SWEEP, RUNS)
+except ConfigError as err:
+    raise WorkflowError(str(err)) from None
+validate(config, "../schemas/config.schema.yaml")
+CHUNKS = SWEEP.chunks
+
+
 def res(*parts):
-    return str(Path(config["results_dir"], *parts))
-
-
-def base_dir(model):
-    return res("models", model, "base")
+    """A path under the sweep's results_dir."""
+    return str(Path(SWEEP.results_dir, *parts))
 
 
 def run_dir(run, *parts):
     return res("runs", run, *parts)
 
 
+def threads_of(kind):
+    """Cores of the jobs of a kind (`resources.<kind>.threads`, the package's default 1)."""
+    return SWEEP.resources[kind].threads
+
+
+def job_resources(kind):
+    """The snakemake resources of the jobs of a kind (`scalerl.sweep.job_resources`, which
+    gives GPUs, memory, run time; a multi-node or multi-GPU train job as the SLURM executor
+    submits it)."""
+    return sweep.job_resources(SWEEP.resources[kind])
+
+
+def report_file(name, caption):
+    """report/NAME, shown in `snakemake --report` with workflow/report/CAPTION."""
+    return report(res("report", name), caption=f"../report/{caption}", category="Scaling report")
+
+
+def options(args):
+    """A list of command-line options (`scalerl.sweep.options`) as one shell string."""
+    return shlex.join(args)
+
+
+# -- the files the local `run:` rules write (each logs what it wrote) ----------------------------
+def logged(log, path):
+    Path(log).write_text(f"wrote {path}\n")
+
+
+def write_config(path, data, log):
+    write_yaml(path, data)
+    logged(log, path)
+
+
+def write_run_config(path, run, log):
+    """runs/RUN/run.yaml: the run's RunConfig (`scalerl.sweep.run_config`)."""
+    cfg = sweep.run_config(SWEEP, RUNS[run], base=checkpoint_dir(run, 0),
+                           prompts=str(rules.data.output.prompts))
+    write_run_yaml(path, cfg)
+    logged(log, path)
+
+
+def write_run_provenance(path, run_yaml, log):
+    write_provenance(path, run_yaml, config, workflow.basedir)
+    logged(log, path)
+
+
+# -- the outputs of other rules (called lazily, once every rule exists) ----------------------
 def checkpoint_dir(run, chunk):
-    """The model evaluated as chunk `chunk`: the base model for 0, else the chunk's output."""
+    """The model evaluated as chunk `chunk`: the base model for 0, else training chunk k's
+    checkpoint."""
     chunk = int(chunk)
-    return base_dir(RUNS[run].model) if chunk == 0 else run_dir(run, f"chunk{chunk}")
+    if chunk == 0:
+        return rules.base.output.model.format(model=RUNS[run].model)
+    return rules.train.output.checkpoint.format(run=run, chunk=chunk)
 
 
 def model_config_file(run):
-    return res("models", RUNS[run].model, "model.yaml")
+    return rules.model_config.output.yaml.format(model=RUNS[run].model)
 
 
 def eval_files(run, upto=None):
     """The run's eval files, chunk 0 (base model) to `upto` (default: its last chunk)."""
     last = last_chunk(run) if upto is None else upto
-    return [run_dir(run, "eval", f"chunk{k}.parquet") for k in range(last + 1)]
+    return [rules.eval.output.table.format(run=run, chunk=k) for k in range(last + 1)]
 
 
 def downstream_chunks(run):
@@ -64,7 +122,7 @@ def stopped_at(run):
     if not SWEEP.grid.racing.enabled:
         return None
     for k in range(1, CHUNKS):
-        if run in read_stopped(checkpoints.race.get(chunk=k).output[0]):
+        if run in read_stopped(checkpoints.race.get(chunk=k).output.decisions):
             return k
     return None
 
@@ -76,84 +134,37 @@ def last_chunk(run):
 
 def race_inputs(chunk):
     """Predictions after `chunk` of the runs still racing then."""
-    alive = [r for r in RUNS if all(r not in read_stopped(checkpoints.race.get(chunk=k).output[0])
-                                    for k in range(1, chunk))]
-    return [run_dir(r, "predict", f"chunk{chunk}.parquet") for r in alive]
-
-
-def race_args():
-    racing = SWEEP.grid.racing
-    return (f"--task {racing.task} --margin {racing.margin} --min-fraction {racing.min_fraction}"
-            " --seed-pattern '_s[0-9]+'")
+    alive = [r for r in RUNS
+             if all(r not in read_stopped(checkpoints.race.get(chunk=k).output.decisions)
+                    for k in range(1, chunk))]
+    return [rules.predict_chunk.output.table.format(run=r, chunk=chunk) for r in alive]
 
 
 def racing_decisions(wildcards=None):
-    """decisions.json of every race (none when racing is off)."""
+    """decisions of every race (none when racing is off)."""
     if not SWEEP.grid.racing.enabled:
         return []
-    return [checkpoints.race.get(chunk=k).output[0] for k in range(1, CHUNKS)]
+    return [checkpoints.race.get(chunk=k).output.decisions for k in range(1, CHUNKS)]
 
 
 def racing_report_args(decisions):
     return f"--racing {' '.join(map(shlex.quote, decisions))}" if decisions else ""
 
 
-def predict_args():
-    return shlex.join(["--chunks", str(CHUNKS), "--compute-col", f"compute_{SWEEP.fit.compute}",
-                       *SWEEP.fit.predict_args])
+def trained_checkpoints(wildcards=None):
+    """Every training chunk's checkpoint of every run (the chunks racing left)."""
+    return [checkpoint_dir(run, k) for run in sorted(RUNS) for k in range(1, last_chunk(run) + 1)]
 
 
 def all_outputs(wildcards=None):
     """Every final artifact of the sweep (the chunks racing left to each run)."""
-    outs = [res("report", name) for name in ("scaling.parquet", "scaling.md", "curves.png")]
+    outs = list(rules.report.output)
     for run in RUNS:
-        outs += [run_dir(run, "provenance.json"), run_dir(run, "fit")]
+        outs += [rules.provenance.output.json.format(run=run),
+                 rules.fit.output.fit.format(run=run)]
         # Checkpoints are targets too: a deleted one is retrained (with what depends on it)
         # instead of being treated as a disposable intermediate.
         outs += [checkpoint_dir(run, k) for k in range(1, last_chunk(run) + 1)]
-        outs += [run_dir(run, "downstream", name, f"chunk{k}.parquet")
+        outs += [rules.eval_downstream.output.table.format(run=run, dataset=name, chunk=k)
                  for name in SWEEP.downstream for k in downstream_chunks(run)]
     return outs
-
-
-# -- per-job files and arguments -------------------------------------------------------------
-def write_run_config(path, run):
-    write_run_yaml(path, sweep.run_config(SWEEP, RUNS[run], base=base_dir(RUNS[run].model),
-                                          prompts=PROMPTS))
-
-
-def write_run_provenance(path, run_yaml):
-    write_provenance(path, run_yaml, config, workflow.basedir)
-
-
-def fit_meta_args(run):
-    """`--meta key=value` options that tag a run's fits with its sweep coordinates."""
-    return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in RUNS[run].meta().items())
-
-
-def report_order_args():
-    """`--order model=...`: the sweep's model list is read smallest first by the report."""
-    return f"--order {shlex.quote('model=' + ','.join(SWEEP.grid.models))}"
-
-
-def rule_resources(rule_name):
-    """The `resources` entry of a rule (defaults filled by the schema)."""
-    return config["resources"][rule_name]
-
-
-def job_resources(rule_name):
-    """The snakemake resources of a rule's jobs (`scalerl.sweep.job_resources`: GPUs, memory,
-    run time; a multi-node or multi-GPU train job as the SLURM executor must submit it)."""
-    return sweep.job_resources(SWEEP.resources[rule_name])
-
-
-# -- evaluated at parse time ---------------------------------------------------------------
-try:  # the package first: its messages name every bad key and the fix
-    SWEEP = sweep.load_sweep(config)
-    RUNS = sweep.expand(SWEEP)
-    sweep.check_runs(SWEEP, RUNS)
-except ConfigError as err:
-    raise WorkflowError(str(err)) from None
-validate(config, "../schemas/config.schema.yaml")  # fills results_dir and resources defaults
-PROMPTS = res("data", "prompts.parquet")
-CHUNKS = SWEEP.chunks

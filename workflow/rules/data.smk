@@ -1,23 +1,24 @@
 # Stage 1: the prompt set shared by every run (`scalerl data`): train/val splits of math + code.
+# data_config writes a job config from the sweep (base.smk's model_config is the same rule).
 
 
 rule data_config:
     output:
-        res("data", "data.yaml"),
+        yaml=res("data", "data.yaml"),
     params:
         cfg=SWEEP.data_config,
     log:
         res("logs", "data_config.log"),
     localrule: True
     run:
-        write_yaml(output[0], params.cfg)
+        write_config(output.yaml, params.cfg, log[0])
 
 
 rule data:
     input:
-        cfg=res("data", "data.yaml"),
+        cfg=rules.data_config.output.yaml,
     output:
-        prompts=PROMPTS,
+        prompts=res("data", "prompts.parquet"),
         report=report(
             res("data", "report.json"),
             caption="../report/data.rst",
@@ -27,7 +28,7 @@ rule data:
         res("logs", "data.log"),
     benchmark:
         res("benchmarks", "data.tsv")
-    threads: rule_resources("data")["threads"]
+    threads: threads_of("data")
     # Every run waits for the prompt set: run it before the base models take the cores.
     priority: 10
     resources:

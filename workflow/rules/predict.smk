@@ -7,58 +7,52 @@
 
 rule predictions:
     input:
-        cfg=run_dir("{run}", "run.yaml"),
+        cfg=rules.run_config.output.yaml,
         evals=lambda w: eval_files(w.run),
     output:
-        run_dir("{run}", "predictions.parquet"),
+        table=run_dir("{run}", "predictions.parquet"),
     log:
         res("logs", "predictions", "{run}.log"),
     benchmark:
         res("benchmarks", "predictions", "{run}.tsv")
     params:
-        extra=predict_args(),
-    threads: rule_resources("fit")["threads"]
+        options=options(sweep.predict_options(SWEEP, all_chunks=True)),
+    threads: threads_of("fit")
     resources:
         **job_resources("fit"),
     conda:
         CONDA_ENV
     shell:
-        "scalerl predict --eval {input.evals} --run-config {input.cfg} --all-chunks"
-        " {params.extra} --out {output} > {log} 2>&1"
+        "scalerl predict --eval {input.evals} --run-config {input.cfg} {params.options}"
+        " --out {output.table} > {log} 2>&1"
 
 
-rule predict_chunk:
+use rule predictions as predict_chunk with:
     input:
-        cfg=run_dir("{run}", "run.yaml"),
+        cfg=rules.run_config.output.yaml,
         evals=lambda w: eval_files(w.run, upto=int(w.chunk)),
     output:
-        run_dir("{run}", "predict", "chunk{chunk}.parquet"),
+        table=run_dir("{run}", "predict", "chunk{chunk}.parquet"),
     log:
         res("logs", "predict", "{run}", "chunk{chunk}.log"),
+    benchmark:
+        res("benchmarks", "predict", "{run}", "chunk{chunk}.tsv")
     params:
-        extra=predict_args(),
-    threads: rule_resources("fit")["threads"]
-    resources:
-        **job_resources("fit"),
-    conda:
-        CONDA_ENV
-    shell:
-        "scalerl predict --eval {input.evals} --run-config {input.cfg}"
-        " {params.extra} --out {output} > {log} 2>&1"
+        options=options(sweep.predict_options(SWEEP, all_chunks=False)),
 
 
 checkpoint race:
     input:
         predictions=lambda w: race_inputs(int(w.chunk)),
     output:
-        res("racing", "chunk{chunk}.json"),
+        decisions=res("racing", "chunk{chunk}.json"),
     log:
         res("logs", "race", "chunk{chunk}.log"),
     params:
-        options=race_args(),
+        options=options(sweep.race_options(SWEEP, RUNS.values())),
     threads: 1
     conda:
         CONDA_ENV
     shell:
-        "scalerl race --predictions {input.predictions} {params.options} --out {output}"
-        " > {log} 2>&1"
+        "scalerl race --predictions {input.predictions} {params.options}"
+        " --out {output.decisions} > {log} 2>&1"
