@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import yaml
-from snakemake_run import REPO, job_counts, snakemake
+from snakemake_run import REPO, SNAKEFILE, job_counts, snakemake
 
 
 def test_default_config_dry_run(tmp_path):
@@ -147,3 +147,20 @@ def test_lint_is_clean(tmp_path):
     problems = [line.strip() for line in text.splitlines() if line.strip().startswith("* ")]
     assert out.returncode == 0 and not problems, text[-3000:]
     assert "Congratulations, your workflow is in a good condition!" in text
+
+
+def test_job_config_rules_run_locally(tmp_path):
+    """The rules that only write a small file from the sweep config (and the `use rule` copy of
+    one, which does not inherit `localrule`) run in the main process, never as cluster jobs:
+    tests/workflow/test_slurm.py counts the sbatch jobs of the others."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        wf = api.workflow(snakefile=SNAKEFILE, workdir=tmp_path,
+                          resource_settings=ResourceSettings(), config_settings=ConfigSettings(
+                              configfiles=[REPO / "config" / "config.yaml"]))
+        workflow = wf._workflow  # the API exposes no per-rule "local" flag
+        local = {rule.name for rule in workflow.rules
+                 if rule.name in workflow._localrules or rule.norun}
+    assert local == {"all", "data_config", "model_config", "run_config", "provenance"}

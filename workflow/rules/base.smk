@@ -9,6 +9,7 @@ use rule data_config as model_config with:
         cfg=lambda w: SWEEP.models[w.model].config,
     log:
         res("logs", "model_config", "{model}.log"),
+    localrule: True
 
 
 rule base:
