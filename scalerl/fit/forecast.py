@@ -15,7 +15,8 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   that point's reward;
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
-  racing rule of `scalerl.fit.racing.race`: A's interval clearly below the best's),
+  racing rule of `scalerl.fit.racing.race`: A's interval clearly below the best's, or, with
+  no interval of A, the recent pass rate clearly below the leader's),
   "continue", or "finished" once it reached its final compute;
 - `forecast_table(rows, verdicts, ...)`: the text table (run, latest, predicted final
   [interval of the one eval the user will observe, `scalerl.fit.intervals`], A [calibrated
@@ -148,11 +149,13 @@ def verdicts(rows: pd.DataFrame, *, finished: set[tuple[str, str]] = frozenset()
                 out[key] = "finished"
             elif d["status"] == "collapsed":
                 out[key] = "collapsed"
+            elif d["decision"] == "stop":  # by A, or by the observed fallback
+                out[key] = "stop"
             elif d["compute_fraction"] < min_fraction or d["A"] is None \
                     or d["A_lo"] is None:  # no interval of A: racing cannot judge it yet
                 out[key] = "too early"
             else:
-                out[key] = "stop" if d["decision"] == "stop" else "continue"
+                out[key] = "continue"
     return out
 
 

@@ -23,6 +23,9 @@ square `backtest_rmse`; the mean-curve widening factor is `interval_widening`).
 percentiles only, with `bootstrap_method = "residuals"` the intervals of this module before
 calibration, which covered real finals far less often than nominal).
 
+`recent_reward` / `recent_se`: the mean eval of the latest half of the compute so far and its
+standard error (`recent_level`), what racing compares while no interval of A exists.
+
 `reached_c_mid` is False while the points have not reached the sigmoid's C_mid (largest
 fitted compute < C_mid): before the midpoint A is weakly determined (the curve's bend is not
 seen yet). The power law has no midpoint; its rows carry the same flag, a property of the
@@ -65,13 +68,14 @@ from scalerl.fit.intervals import (
     spread_sd,
     unsupported,
 )
+from scalerl.fit.noise import binomial_se, noise_sd
 from scalerl.fit.powerlaw import fit_power_law
 from scalerl.fit.sigmoid import FitConfig, FitError, SigmoidFit, fit_sigmoid, sigmoid
 from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
            "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions",
-           "INTERVAL_COLUMNS"]
+           "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level"]
 
 FORMS = ("sigmoid", "power_law")
 KEY_COLUMNS = ("run", "task", "chunk")
@@ -105,13 +109,17 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("interval_widening", pa.float64()),  # mean-curve interval / bootstrap width
     pa.field("backtest_n", pa.int32()),  # earlier prefixes at the same horizon ratio
     pa.field("backtest_rmse", pa.float64()),  # their forecast errors' root mean square
+    # mean eval of the latest half of the compute so far, and its standard error (racing)
+    pa.field("recent_reward", pa.float64()),
+    pa.field("recent_se", pa.float64()),
 ])
 # Columns added with calibrated intervals (each a `Prediction` field of the same name).
 INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo", "C_mid_hi",
                     "interval_status", "confidence", "eval_se", "interval_widening",
                     "backtest_n", "backtest_rmse")
 # Columns a predictions file written before they existed lacks; read (and written) empty.
-OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS)
+RECENT_COLUMNS = ("recent_reward", "recent_se")
+OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS)
 
 
 NAN = float("nan")
@@ -142,12 +150,35 @@ class Prediction:
     interval_widening: float = NAN
     backtest_n: int = 0
     backtest_rmse: float = NAN
+    recent_reward: float = NAN  # see `recent_level`
+    recent_se: float = NAN
 
 
 def _empty(form: str, n_points: int, status: str, warning: str,
            confidence: float = NAN) -> Prediction:
     return Prediction(form, NAN, NAN, NAN, NAN, NAN, NAN, False, n_points, status, (warning,),
                       interval_status=status, confidence=confidence)
+
+
+def recent_level(compute, reward, n_samples=None) -> tuple[float, float]:
+    """(mean, standard error) of the evals in the latest half of the compute so far.
+
+    `compute`, `reward` [N] (compute > 0, sorted), `n_samples` [N] graded samples per eval or
+    None. The se is binomial at the mean with each eval's n when known (a floor: samples of
+    one prompt are correlated, `scalerl.fit.noise`), else the points' noise sd
+    (`noise_sd`, NaN under 3 points) over sqrt(k). What `scalerl.fit.racing` compares when no
+    calibrated interval of A exists yet."""
+    c, y = np.asarray(compute, float).ravel(), np.asarray(reward, float).ravel()
+    if not c.size:
+        return NAN, NAN
+    recent = c >= c.max() / 2  # [N]
+    k = int(recent.sum())
+    mean = float(y[recent].mean())
+    if n_samples is not None and 0 <= mean <= 1:
+        n = np.asarray(n_samples, float).ravel()[recent]  # [k]
+        if np.isfinite(n).all() and (n >= 1).all():
+            return mean, float(np.sqrt(np.sum(binomial_se(mean, n, clip=True) ** 2)) / k)
+    return mean, (noise_sd(y) / np.sqrt(k) if y.size >= 3 else NAN)
 
 
 def _standardised_residuals(y, fitted, weights) -> np.ndarray:
@@ -295,6 +326,7 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
     sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
     reached = bool(c.max() >= sig.C_mid)
     prefixes = _PrefixFits(c, y, sel.r0, config, weights)
+    recent = recent_level(c, y, n_used)
     out, pl = [], None
     for form in forms:
         c_mid = c_mid_draws = None
@@ -332,7 +364,7 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
             C_mid=NAN if c_mid is None else float(c_mid), C_mid_lo=iv.C_mid[0],
             C_mid_hi=iv.C_mid[1], interval_status=iv.status, confidence=config.confidence,
             eval_se=iv.eval_se, interval_widening=iv.widening, backtest_n=iv.backtest_n,
-            backtest_rmse=iv.backtest_rmse))
+            backtest_rmse=iv.backtest_rmse, recent_reward=recent[0], recent_se=recent[1]))
     return out
 
 
@@ -347,7 +379,8 @@ def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compu
              "predicted_final_hi": p.predicted_final_hi, "A": p.A, "A_lo": p.A_lo,
              "A_hi": p.A_hi, "reached_c_mid": p.reached_c_mid, "n_points": p.n_points,
              "status": p.status, "latest_reward": float(latest_reward),
-             **{name: getattr(p, name) for name in INTERVAL_COLUMNS}} for p in predictions]
+             **{name: getattr(p, name) for name in (*INTERVAL_COLUMNS, *RECENT_COLUMNS)}}
+            for p in predictions]
 
 
 def _table(rows: Sequence[dict] | pd.DataFrame) -> pa.Table:

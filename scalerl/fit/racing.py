@@ -20,7 +20,19 @@ largest A among the groups with an interval. A group is stopped when all of:
 3. it is not tied with the best: best A - A > max(margin, its spread, the best's spread)
    (paper §2.1: A of identical runs varies by ~0.02, so closer A values are a tie).
 A run whose curve collapsed (status "collapsed") is stopped once past min_fraction (its
-seeds are judged without it). Everything else is kept, with the reason. Stopping saves the compute a run has
+seeds are judged without it).
+
+Observed fallback (`observed=True`, the default): where the rule above cannot decide because
+the group or the best has no interval of A (sparse evals: a calibrated interval needs a
+backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), the
+groups are compared on what they have shown, `recent_reward` (the mean eval of the latest half
+of their compute, `scalerl.fit.predict.recent_level`) with its standard error. A group past
+min_fraction is stopped when the group with the highest recent reward leads it by more than
+the noise: lead - z se_lead > max(margin, the seed spreads of the recent rewards), z the
+one-sided normal quantile at the predictions' `confidence`, se_lead = sqrt(se_best^2 + se^2).
+This judges the present, not the ceiling: a run that would overtake later (a larger A reached
+at a larger C_mid) can be stopped wrongly, which is why it only acts where A cannot, and
+`--no-observed` turns it off. Everything else is kept, with the reason. Stopping saves the compute a run has
 not spent yet: compute / compute_fraction - compute.
 
 The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
@@ -41,6 +53,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from scalerl.fit.compare import A_MARGIN
 from scalerl.fit.predict import FORMS, read_predictions
@@ -95,6 +108,15 @@ def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dic
              "A": None, "A_lo": None, "A_hi": None, "spread": 0.0,
              "no_interval": sorted(set(_interval_status(usable[~usable.index.isin(
                  bounded.index)]))) if len(bounded) < len(usable) else []}
+        seen = sub[np.isfinite(sub["recent_reward"].astype(float))
+                   & np.isfinite(sub["recent_se"].astype(float))
+                   & (sub["status"] != "collapsed")] if "recent_reward" in sub.columns \
+            else sub.iloc[:0]
+        s.update(recent=None, recent_se=None, recent_spread=0.0)
+        if len(seen):
+            r, se = seen["recent_reward"].astype(float), seen["recent_se"].astype(float)
+            s.update(recent=float(r.mean()), recent_se=float(np.sqrt((se ** 2).sum()) / len(se)),
+                     recent_spread=float(r.max() - r.min()))
         if len(usable):
             s.update(A=float(usable["A"].mean()),
                      spread=float(usable["A"].max() - usable["A"].min()))
@@ -104,9 +126,24 @@ def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dic
     return out
 
 
+def _observed_lead(g: dict, leader: dict | None, leader_name, margin: float,
+                   z: float) -> tuple[bool, str]:
+    """The observed fallback (module docstring): stop?, and why."""
+    if leader is None or g["recent"] is None:
+        return False, "no recent evals to compare"
+    lead = leader["recent"] - g["recent"]
+    se = float(np.hypot(leader["recent_se"], g["recent_se"]))
+    tie = max(margin, g["recent_spread"], leader["recent_spread"])
+    text = (f"observed: recent pass rate {g['recent']:.3f} vs the leader's ({leader_name}) "
+            f"{leader['recent']:.3f}, lead {lead:.3f} - {z:.2f} x se {se:.3f}")
+    if lead - z * se > tie:
+        return True, f"{text} > {tie:.3f} (no interval of A yet)"
+    return False, f"{text} <= {tie:.3f}: not clearly behind"
+
+
 def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
          min_fraction: float = 0.3, groups: Mapping[str, str] | None = None,
-         form: str = "sigmoid") -> dict:
+         form: str = "sigmoid", observed: bool = True) -> dict:
     """Stop/keep decisions for every run of the sweep; see the module docstring."""
     if margin < 0 or not 0 <= min_fraction <= 1:
         raise ValueError(f"need margin >= 0 and 0 <= min_fraction <= 1, got {margin}, "
@@ -118,6 +155,11 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
               and summary[g]["A_lo"] is not None]
     best = max(ranked, key=lambda g: summary[g]["A"]) if ranked else None
     b = summary[best] if best else None
+    seen = [g for g in summary if summary[g]["recent"] is not None]
+    leader = max(seen, key=lambda g: summary[g]["recent"]) if seen else None
+    conf = latest["confidence"].astype(float) if "confidence" in latest.columns else None
+    conf = float(conf.dropna().iloc[0]) if conf is not None and conf.notna().any() else 0.95
+    z = float(norm.ppf(conf))
     decisions, saved, planned = [], 0.0, 0.0
     for _, row in latest.iterrows():
         name = groups.get(row["run"], row["run"])
@@ -131,11 +173,15 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
                       f"{min_fraction:.0%}): A is not yet trusted")
         elif row["status"] == "collapsed":
             stop, reason = True, "the run collapsed (reward fell well below its peak)"
-        elif g["A"] is None:
-            reason = "no usable prediction yet (too few points)"
-        elif g["A_lo"] is None:
-            reason = (f"no interval of A yet ({', '.join(g['no_interval']) or 'none'}): the "
-                      "data cannot support one, so no decision")
+        elif g["A"] is None or g["A_lo"] is None or best is None:
+            reason = ("no usable prediction yet (too few points)" if g["A"] is None else
+                      f"no interval of A yet ({', '.join(g['no_interval']) or 'none'})"
+                      if g["A_lo"] is None else "no run has an interval of A yet")
+            if observed and name != leader:
+                stop, why = _observed_lead(g, summary.get(leader), leader, margin, z)
+                reason += f"; {why}"
+            else:
+                reason += "; the data cannot support an A decision, so none"
         elif name == best:
             reason = "best A so far"
         else:
@@ -161,6 +207,7 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
                           "A_lo": _float(row["A_lo"]), "A_hi": _float(row["A_hi"]),
                           "status": str(row["status"]), "compute_saved": save})
     return {"task": str(task), "form": form, "margin": margin, "min_fraction": min_fraction,
+            "observed": observed,
             "best": None if best is None else {"group": best, **b},
             "groups": summary, "decisions": decisions, "compute_saved": saved,
             "compute_planned": planned,
@@ -225,6 +272,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="put RUN in seed group GROUP (repeatable)")
     parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
                         "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
+    parser.add_argument("--no-observed", dest="observed", action="store_false",
+                        help="no observed fallback: never stop a run while it or the best has "
+                        "no interval of A (see scalerl.fit.racing)")
     parser.add_argument("--out", help="decisions.json")
     add_fit_options(parser)
 
@@ -269,7 +319,8 @@ def run(args: argparse.Namespace) -> int:
         run_id, group = key_value(item, "--group", "RUN=GROUP", need_value=True)
         groups[run_id.strip()] = group.strip()
     result = race(df, task=_task(df, args.task), margin=args.margin,
-                  min_fraction=args.min_fraction, groups=groups, form=args.form)
+                  min_fraction=args.min_fraction, groups=groups, form=args.form,
+                  observed=args.observed)
     if args.out:
         write_json_atomic(args.out, result)
     width = max(len(d["run"]) for d in result["decisions"])

@@ -134,3 +134,44 @@ def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
     assert "| power_law | (0.5, 0.75] | 1 |" in text
     assert paths["backtest"].read_bytes()[:4] == b"\x89PNG"
     assert "backtest" not in write_report([record], tmp_path / "rep2", by=("run",))
+
+
+def test_observed_fallback_without_an_interval_of_a():
+    """No run has an interval of A (sparse evals): the groups are compared on their recent
+    pass rate. z = 1.645 (one-sided, confidence 0.95). frozen: lead 0.200 - 0.125 = 0.075,
+    se = hypot(0.02, 0.015) = 0.025, 0.075 - 1.645 * 0.025 = 0.0339 > margin 0.02: stop.
+    close: lead 0.03, se = hypot(0.02, 0.02) = 0.0283, 0.03 - 0.0465 < 0.02: keep."""
+    def sparse(run, a, status, recent, se, fraction=0.5):
+        return {**row(run, a, np.nan, np.nan, fraction=fraction, status="not_converged"),
+                "interval_status": status, "confidence": 0.95, "recent_reward": recent,
+                "recent_se": se}
+
+    df = pd.DataFrame([sparse("learn", 0.16, "no_backtest", 0.200, 0.020),
+                       sparse("frozen", 0.13, "before_c_mid", 0.125, 0.015),
+                       sparse("close", 0.18, "no_backtest", 0.170, 0.020),
+                       sparse("early", 0.10, "no_backtest", 0.100, 0.015, fraction=0.2)])
+    result = race(df, task="math", margin=0.02, min_fraction=0.3)
+    assert decisions(result) == {"learn": "keep", "frozen": "stop", "close": "keep",
+                                 "early": "keep"}
+    reasons = {d["run"]: d["reason"] for d in result["decisions"]}
+    assert "lead 0.075 - 1.64 x se 0.025 > 0.020" in reasons["frozen"]
+    assert "before_c_mid" in reasons["frozen"] and "not clearly behind" in reasons["close"]
+    assert "min_fraction" in reasons["early"]
+    # the same data without the fallback: no interval, no decision
+    assert set(decisions(race(df, task="math", observed=False)).values()) == {"keep"}
+
+
+def test_recent_level_hand_set():
+    """Latest half of compute 60: the evals at 30..60, mean (0.20 + 0.22 + 0.24 + 0.25) / 4 =
+    0.2275; binomial se with 192 samples each: sqrt(4 x 0.2275 x 0.7725 / 192) / 4 = 0.01513;
+    without n: the points' noise sd / sqrt(4)."""
+    from scalerl.fit.noise import noise_sd
+    from scalerl.fit.predict import recent_level
+
+    c, y = np.arange(1, 7) * 10.0, np.array([0.15, 0.17, 0.20, 0.22, 0.24, 0.25])
+    mean, se = recent_level(c, y, np.full(6, 192))
+    assert mean == pytest.approx(0.2275) and se == pytest.approx(0.015127, abs=1e-6)
+    assert recent_level(c, y)[1] == pytest.approx(noise_sd(y) / 2)
+    assert np.isnan(recent_level(c[:2], y[:2])[1])
+    p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192))[0]
+    assert (p.recent_reward, p.recent_se) == pytest.approx((mean, se))
