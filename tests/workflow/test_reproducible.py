@@ -2,7 +2,7 @@
 eval tables, fits and predictions.
 
 tiny.yaml trains on-policy; here its run uses the recipe's PipelineRL-8 with
-`train.pipeline_fixed_lag: 1` (as config/config.yaml does), into two fresh directories. Every
+config/config.yaml's `train.pipeline_fixed_lag` (1, the fixed schedule), into two fresh directories. Every
 eval Parquet's columns and rows (all but the measured device-hours), every fit record, the
 predictions and the trained weights must be equal (`scalerl.sweep.digest`).
 """
@@ -24,7 +24,9 @@ TINY = Path(__file__).with_name("tiny.yaml")
 def _sweep(workdir: Path) -> None:
     cfg = yaml.safe_load(TINY.read_text())
     cfg["train"]["recipe_overrides"].pop("off_policy")  # the preset's PipelineRL-8
-    cfg["train"]["pipeline_fixed_lag"] = 1
+    shipped = yaml.safe_load((SNAKEFILE.parents[1] / "config" / "config.yaml").read_text())
+    cfg["train"]["pipeline_fixed_lag"] = shipped["train"]["pipeline_fixed_lag"]
+    assert cfg["train"]["pipeline_fixed_lag"] == 1  # the CPU default: the fixed schedule
     workdir.mkdir()
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = subprocess.run(
