@@ -59,8 +59,6 @@ def build(size: str, out: Path) -> Path:
 
 
 def run(size: str, path: Path, k: int, args) -> dict:
-    import torch
-
     from scalerl.models.config import ModelConfig
     from scalerl.models.loading import load_model
     from scalerl.rl.pipeline import EngineSpec, Pipeline

@@ -19,7 +19,11 @@ Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
     entropy                     mean token entropy of the trainer's policy on loss tokens
                                 (NaN when every prompt was filtered)
     is_ratio_mean, clip_fraction  mean IS ratio π_train/π_gen and clipped/capped token share
-    staleness_mean, staleness_max policy lag (trainer version − oldest token version)
+    staleness_mean, staleness_max policy lag (trainer version − oldest token version); exact
+                                with per-token versions (HF engine, vLLM's synchronous
+                                engine, vLLM >= 0.32's weight_versions spans), an upper bound
+                                without spans (each phase labelled with its first version:
+                                scalerl.rollout.vllm_contract)
     gen_tokens_per_s            generator throughput while decoding, since the last step
     train_tokens_per_s          trained tokens / time of forward + backward + optimizer
     lr                          learning rate used by this step

@@ -38,12 +38,19 @@ def qwen3_dir(tmp_path_factory):
 def test_head_dtype_check_on_vllms_model_config(qwen3_dir, override, head):
     from vllm.config import ModelConfig as VllmModelConfig
 
-    from scalerl.rollout.vllm_contract import VllmContractError, check_head_dtype
+    from scalerl.rollout.vllm_contract import (
+        VllmContractError,
+        check_engine,
+        check_head_dtype,
+    )
 
     config = VllmModelConfig(model=str(qwen3_dir), dtype="bfloat16", hf_overrides=override)
     assert check_head_dtype(config, want_fp32=False) == head
     if head == "float32":
         assert check_head_dtype(config, want_fp32=True) == "float32"
+        # configured, but the loaded model's logits processor says otherwise: refused too
+        with pytest.raises(VllmContractError, match="computes the LM head in bfloat16"):
+            check_engine(config, lambda: ["bfloat16"], want_fp32=True)
     else:  # what a vLLM that ignores the override for generation models answers
         with pytest.raises(VllmContractError, match=r"computes the LM head in bfloat16 .*"
                            r"vllm>=0\.32\.0.*fp32_lm_head: false"):
