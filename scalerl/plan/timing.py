@@ -29,8 +29,8 @@ bf16 operands (`lm_head_operands`) or the fp32 CUDA-core peak with fp32 operands
     train_s = FLOPs / (peak x MFU) + AdamW (about 28 bytes per parameter at HBM x eta_hbm) / R
 
 MFU defaults to 0.11, prime-rl's measured Qwen3-0.6B RL trainer on one H100 at 16k tokens
-(11.9k tokens/s; the FLOPs per token above reproduce its 9.2 GFLOP/token, so its MFU is
-comparable).
+(11.9k tokens/s, i.e. 9.2 GFLOP per token: 6 N + attention; the count above gives 9.5, the
+chunked head recomputing its forward, so its MFU is comparable: BENCHMARKS.md).
 
 Weight push: the payload N x g (each parameter once, the generators' dtype) over the transport
 the placement gets (`scalerl.rollout.weight_transfer.choose_transport`): nccl at

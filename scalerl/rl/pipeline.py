@@ -356,6 +356,7 @@ class Pipeline:
         self._acks: dict[str, int] = defaultdict(int)
         self._next_queue = 0
         self._last_check = 0.0
+        self._timeout_s = start_timeout_s  # also of each weight-transfer call
         if transport == "shm":  # two slots free-running; the last fixed_lag + 1 versions
             n_slots = 2 if fixed_lag is None else fixed_lag + 1
             self._slots = HostSlots.create(self.layout, n_slots, ctx)
@@ -380,7 +381,6 @@ class Pipeline:
             else:
                 from scalerl.rollout.vllm_transfer import VllmPusher
 
-                self._start_timeout_s = start_timeout_s
                 self._pusher = VllmPusher(transport, _GeneratorClient(self, workers_per_generator),
                                           self.layout, len(specs) * workers_per_generator)
                 self._pusher.start()
@@ -506,7 +506,7 @@ class Pipeline:
         for k, q in enumerate(self._request_queues):
             q.put(("rpc", method, payload[k] if isinstance(payload, list) else payload,
                    version))
-        deadline = time.monotonic() + getattr(self, "_start_timeout_s", 300.0)
+        deadline = time.monotonic() + self._timeout_s
         while self._acks[method] < before + len(self._request_queues):
             self._drain(deadline)
 

@@ -173,8 +173,10 @@ def weight_layout(named: Iterable[tuple[str, torch.Tensor]], dtype: str | None =
 
 
 class WeightStream(Protocol):
-    """The tensors of one push: `layout`, and iteration yielding (name, tensor) in layout order,
-    in the layout's dtypes (a collective where the tensors are gathered from shards)."""
+    """The tensors of one push: `layout`, and iteration yielding (name, tensor) in layout order
+    (a collective where the tensors are gathered from shards), in the layout's dtypes on a
+    device; CPU tensors may keep theirs (the copy into a host slot casts them, faster than a
+    cast to a new tensor)."""
 
     layout: WeightLayout
 
@@ -182,7 +184,8 @@ class WeightStream(Protocol):
 
 
 class MappingStream:
-    """A state dict as a `WeightStream`: its unique tensors, cast to `dtype`."""
+    """A state dict as a `WeightStream`: its unique tensors, cast to `dtype` (on a device;
+    CPU tensors as they are, `WeightStream`)."""
 
     def __init__(self, weights: Mapping[str, torch.Tensor], dtype: str | None = None,
                  bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> None:
@@ -191,7 +194,8 @@ class MappingStream:
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
         for e in self.layout.entries:
-            yield e.name, self.weights[e.name].detach().to(e.torch_dtype)
+            tensor = self.weights[e.name].detach()
+            yield e.name, tensor if tensor.device.type == "cpu" else tensor.to(e.torch_dtype)
 
 
 def as_stream(weights: Mapping[str, torch.Tensor] | WeightStream,
