@@ -357,11 +357,11 @@ class Pipeline:
         self._next_queue = 0
         self._last_check = 0.0
         self._timeout_s = start_timeout_s  # also of each weight-transfer call
-        if transport == "shm":  # two slots free-running; the last fixed_lag + 1 versions
-            n_slots = 2 if fixed_lag is None else fixed_lag + 1
-            self._slots = HostSlots.create(self.layout, n_slots, ctx)
-            self.bytes_pushed = self._slots.write(version, stream)
         try:
+            if transport == "shm":  # two slots free-running; the last fixed_lag + 1 versions
+                n_slots = 2 if fixed_lag is None else fixed_lag + 1
+                self._slots = HostSlots.create(self.layout, n_slots, ctx)
+                self.bytes_pushed = self._slots.write(version, stream)
             for rank, spec in enumerate(specs):
                 proc = ctx.Process(
                     target=_generator_main,

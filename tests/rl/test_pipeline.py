@@ -276,3 +276,23 @@ def test_a_push_writes_only_the_layout_bytes():
         assert pipe.bytes_pushed == (3 + 8) * 2
         with pytest.raises(ValueError, match="not a tensor of this pipeline's layout"):
             pipe.push_weights({"other": torch.zeros(1)}, 2)
+
+
+def test_a_failed_start_leaves_no_weight_files():
+    import os
+
+    from scalerl.rollout.weight_transfer import _shm_dir, weight_layout
+
+    class Mislabelled:  # a stream whose tensors are not its layout's
+        layout = weight_layout([("w", torch.zeros(1))])
+
+        def __iter__(self):
+            yield "x", torch.zeros(1)
+
+    mine = f"scalerl-weights-{os.getpid()}-"
+    spec = EngineSpec(make_engine, {"fail": True}, threads=1)
+    with pytest.raises(GeneratorError):  # the generator fails
+        Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)
+    with pytest.raises(ValueError, match="'x' is not a tensor"):  # the first push fails
+        Pipeline([spec], Mislabelled(), version=0, max_lag=1, max_concurrent=4)
+    assert not [p for p in os.listdir(_shm_dir()) if p.startswith(mine)]
