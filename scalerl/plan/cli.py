@@ -13,7 +13,7 @@ With `--gpu NAME` (a device of `scalerl.plan.timing.DEVICES`: H100-80GB, H200-14
 A100-80GB, B200-180GB, L40S-48GB; its memory unless --gpu-mem says otherwise) each run also
 gets a time estimate: generation, trainer and weight-push seconds per step, the bottleneck,
 and the run's GPU-hours (training: the sweep's chunks x steps; evaluation: one pass over the
-held-out prompts per chunk); a sweep ends with its total. `--mfu` states the trainer's MFU,
+held-out prompts per checkpoint, the base model included); a sweep ends with its total. `--mfu` states the trainer's MFU,
 `--calibration` reads benchmarks/gpu_check.sh's gpu_check.json measured on that device,
 `--usd-per-gpu-hour` turns GPU-hours into money.
 
@@ -112,7 +112,7 @@ def _run_yaml_inputs(run: Mapping[str, Any], args, memory: int, cuda_devices: in
         prompt_tokens=args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
     from scalerl.rl.run_config import RunConfig
 
-    steps = RunConfig.from_dict(dict(run)).steps_in_chunk(0)  # one chunk: what train runs
+    steps = RunConfig.from_dict(dict(run)).steps_in_chunk(1)  # one chunk: what train runs
     return [(str(run.get("run", "run")), inputs, {"steps": steps})]
 
 
@@ -141,11 +141,11 @@ def _sweep_inputs(cfg: Mapping[str, Any], args, memory: int):
     out = []
     for (title, inputs), run in zip(planned, runs):
         cfg_run = RunConfig.from_dict(run)
-        steps = sum(cfg_run.steps_in_chunk(k) for k in range(sweep.chunks))
+        steps = sum(cfg_run.steps_in_chunk(k) for k in range(1, sweep.chunks + 1))
         evaluated = cfg_run.eval.max_prompts or sweep.val_prompts
         out.append((title, inputs, {"steps": steps, "eval_prompts": evaluated,
                                     "eval_samples": cfg_run.eval.samples_per_prompt,
-                                    "evals": sweep.chunks}))
+                                    "evals": sweep.chunks + 1}))  # + the base (chunk 0)
     return out
 
 
