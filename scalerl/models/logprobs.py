@@ -5,7 +5,8 @@ head (`model.get_output_embeddings()`), so the head can run in float32 whatever 
 dtype or autocast state:
 
     h      = body(input_ids)                      # [B, T, H], model / autocast dtype
-    logits = fp32(h) @ fp32(W).T (+ b)            # [B, T, V], fp32_lm_head=True
+    logits = fp32(h) @ fp32(W).T (+ b)            # [B, T, V], fp32_lm_head, operands float32
+           = mm(bf16(h), bf16(W).T, out fp32)     #            fp32_lm_head, operands bfloat16
            = (h @ W.T).float()                    # fp32_lm_head=False (head in compute dtype)
     logp   = log_softmax(logits / temperature)    # always in float32
 
@@ -19,6 +20,17 @@ once per device type, forward and backward; CUDA builds do, torch 2.13 CPU raise
 NotImplementedError) and upcasts with `.float()` otherwise. Both give the same math: a product
 of two bf16 (or fp16) numbers is exact in float32 and the sum is accumulated in float32; the
 out_dtype path only saves the float32 copy of the [V, H] weight.
+
+Head operands (`operands`, `StepNumerics.lm_head_operands`): with float32 hidden states and
+master weights (the trainer) the FP32 head is an fp32 x fp32 GEMM, which CUDA runs on its
+CUDA cores (~67 TFLOP/s on an H100 against ~990 for bf16 tensor cores): forward, recomputed
+forward and two gradient GEMMs per scored token. `operands="bfloat16"` rounds both operands
+(and, in the backward, the logits' gradient) to bfloat16 and accumulates and outputs float32:
+`torch.mm(..., out_dtype=torch.float32)` on tensor cores where supported, the same products
+upcast elsewhere. That is exactly what vLLM's FP32 head computes on CUDA for a bf16 model
+(`torch.mm(hidden_bf16, weight_bf16, out_dtype=float32)`), so trainer and generator also round
+the same operands, which is the mismatch the FP32 head is for. The log-softmax stays float32.
+`None`/"float32": operands as given (fp32 x fp32 for fp32 inputs: the CPU default).
 
 `sequence_logprobs(...)[b, t] = log p(input_ids[b, t] | input_ids[b, :t])` for t >= 1 and 0 at
 t = 0 (no context). Position ids follow the attention mask (left or right padding both work).
@@ -48,10 +60,11 @@ import functools
 import torch
 import torch.nn.functional as F
 
-__all__ = ["fp32_linear", "head_token_logprobs", "lm_head_logits", "model_body",
-           "positions_from_mask", "sequence_logprobs"]
+__all__ = ["HEAD_OPERANDS", "fp32_linear", "head_token_logprobs", "lm_head_logits",
+           "model_body", "positions_from_mask", "sequence_logprobs"]
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
+HEAD_OPERANDS = (None, "float32", "bfloat16")
 
 
 def _check_supported(model) -> None:
@@ -85,11 +98,27 @@ def mm_out_dtype_supported(device_type: str) -> bool:
     return a.grad is not None
 
 
+def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a [N, K] @ b [K, M] -> [N, M] float32 for low-precision a, b of one dtype: tensor cores
+    with fp32 output where supported, else the same products upcast."""
+    if mm_out_dtype_supported(a.device.type):
+        return torch.mm(a, b, out_dtype=torch.float32)
+    return torch.mm(a.float(), b.float())
+
+
 def fp32_linear(x: torch.Tensor, weight: torch.Tensor,
-                bias: torch.Tensor | None = None) -> torch.Tensor:
+                bias: torch.Tensor | None = None, operands: str | None = None) -> torch.Tensor:
     """x [..., H] @ weight [V, H].T (+ bias) -> [..., V] float32, autocast off (see the module
-    docstring for the out_dtype path)."""
+    docstring for the out_dtype path and `operands`)."""
+    if operands not in HEAD_OPERANDS:
+        raise ValueError(f"operands {operands!r}: one of {HEAD_OPERANDS}")
     b32 = bias.float() if bias is not None else None
+    if operands == "bfloat16":
+        with torch.autocast(x.device.type, enabled=False):
+            flat = _mm_fp32_out(x.reshape(-1, x.shape[-1]).to(torch.bfloat16),
+                                weight.to(torch.bfloat16).t())  # [N, V]
+            out = flat.reshape(*x.shape[:-1], weight.shape[0])  # [..., V]
+            return out + b32 if b32 is not None else out
     with torch.autocast(x.device.type, enabled=False):
         if x.dtype == weight.dtype == torch.float32:
             return F.linear(x, weight, b32)  # [..., V]
@@ -102,11 +131,13 @@ def fp32_linear(x: torch.Tensor, weight: torch.Tensor,
         return F.linear(x.float(), weight.float(), b32)  # [..., V]
 
 
-def lm_head_logits(model, hidden: torch.Tensor, fp32_lm_head: bool) -> torch.Tensor:
+def lm_head_logits(model, hidden: torch.Tensor, fp32_lm_head: bool,
+                   operands: str | None = None) -> torch.Tensor:
     """Logits (float32) from hidden states [..., H] -> [..., V]."""
     head = model.get_output_embeddings()
     if fp32_lm_head:
-        return fp32_linear(hidden, head.weight, getattr(head, "bias", None))  # [..., V]
+        return fp32_linear(hidden, head.weight, getattr(head, "bias", None),
+                           operands)  # [..., V]
     return head(hidden).float()  # [..., V] head in the model / autocast dtype, then upcast
 
 
@@ -115,21 +146,29 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
-def _chunk_logits(hidden, weight, bias, temperature: float, fp32: bool) -> torch.Tensor:
+def _chunk_logits(hidden, weight, bias, temperature: float, fp32: bool,
+                  operands: str | None = None) -> torch.Tensor:
     """Logits [c, V] float32 / temperature of hidden [c, H] (no autocast)."""
     if fp32:
-        logits = fp32_linear(hidden, weight, bias)  # [c, V]
+        logits = fp32_linear(hidden, weight, bias, operands)  # [c, V]
     else:
         with torch.autocast(hidden.device.type, enabled=False):
             logits = F.linear(hidden, weight, bias).float()  # [c, V] in the inputs' dtype
     return logits.div_(temperature)
 
 
-def _upcast_once(hidden, weight, fp32: bool) -> bool:
+def _upcast_once(hidden, weight, fp32: bool, operands: str | None = None) -> bool:
     """Whether the FP32 head would upcast a low-precision weight in every chunk (no out_dtype
     mm for it): then each pass casts it to float32 once instead."""
-    return fp32 and weight.dtype != torch.float32 and not (
+    return fp32 and operands != "bfloat16" and weight.dtype != torch.float32 and not (
         hidden.dtype == weight.dtype and mm_out_dtype_supported(weight.device.type))
+
+
+def _head_operand(weight, fp32: bool, operands: str | None):
+    """The weight as every chunk's GEMM takes it: cast to bfloat16 once for bf16 operands."""
+    if fp32 and operands == "bfloat16":
+        return weight.to(torch.bfloat16)  # [V, H]
+    return weight
 
 
 class _HeadTokenLogprobs(torch.autograd.Function):
@@ -137,16 +176,19 @@ class _HeadTokenLogprobs(torch.autograd.Function):
     chunk's logits instead of keeping them. Entropy is an output without gradient."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, targets, temperature, chunk, fp32, want_entropy):
+    def forward(ctx, hidden, weight, bias, targets, temperature, chunk, fp32, want_entropy,
+                operands=None):
         n = hidden.shape[0]
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)  # [N]
         lse = torch.empty_like(logp)  # [N] log Σ exp(logits) per position
         entropy = torch.zeros(n if want_entropy else 0, dtype=torch.float32,
                               device=hidden.device)  # [N] or [0]
-        w_logits = weight.float() if _upcast_once(hidden, weight, fp32) else weight  # [V, H]
+        w_logits = (weight.float() if _upcast_once(hidden, weight, fp32, operands)
+                    else _head_operand(weight, fp32, operands))  # [V, H]
         for start in range(0, n, chunk):
             end = min(n, start + chunk)
-            logits = _chunk_logits(hidden[start:end], w_logits, bias, temperature, fp32)  # [c, V]
+            logits = _chunk_logits(hidden[start:end], w_logits, bias, temperature, fp32,
+                                   operands)  # [c, V]
             lse_c = torch.logsumexp(logits, dim=-1)  # [c]
             lse[start:end] = lse_c
             logp_all = logits.sub_(lse_c[:, None])  # [c, V] log-softmax, in place
@@ -155,7 +197,7 @@ class _HeadTokenLogprobs(torch.autograd.Function):
                 entropy[start:end] = -(logp_all.exp().mul_(logp_all)).sum(-1)  # [c]
             del logits, logp_all
         ctx.save_for_backward(hidden, weight, bias, targets, lse)
-        ctx.temperature, ctx.chunk, ctx.fp32 = temperature, chunk, fp32
+        ctx.temperature, ctx.chunk, ctx.fp32, ctx.operands = temperature, chunk, fp32, operands
         ctx.mark_non_differentiable(entropy)
         return logp, entropy
 
@@ -163,8 +205,13 @@ class _HeadTokenLogprobs(torch.autograd.Function):
     def backward(ctx, grad_logp, _grad_entropy):
         hidden, weight, bias, targets, lse = ctx.saved_tensors
         need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        bf16 = ctx.fp32 and ctx.operands == "bfloat16"  # bf16 operands, fp32 accumulation
         w32 = weight.float()  # [V, H]: the parameter itself when it is float32
-        w_logits = w32 if _upcast_once(hidden, weight, ctx.fp32) else weight  # [V, H]
+        if bf16:
+            w_logits = w_grad = _head_operand(weight, True, "bfloat16")  # [V, H] bf16
+        else:
+            w_logits = w32 if _upcast_once(hidden, weight, ctx.fp32) else weight  # [V, H]
+            w_grad = w32
         grad_h = (torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device)
                   if need_h else None)  # [N, H]
         grad_w = torch.zeros_like(w32) if need_w else None  # [V, H]
@@ -172,30 +219,39 @@ class _HeadTokenLogprobs(torch.autograd.Function):
         for start in range(0, hidden.shape[0], ctx.chunk):
             end = min(hidden.shape[0], start + ctx.chunk)
             h_c, g_out = hidden[start:end], grad_logp[start:end, None]  # [c, H], [c, 1]
-            logits = _chunk_logits(h_c, w_logits, bias, ctx.temperature, ctx.fp32)  # [c, V]
+            logits = _chunk_logits(h_c, w_logits, bias, ctx.temperature, ctx.fp32,
+                                   ctx.operands)  # [c, V]
             # d log p_y / d logits = (onehot(y) - softmax) / T, times the incoming gradient
             grad_logits = logits.sub_(lse[start:end, None]).exp_().mul_(-g_out)  # [c, V]
             grad_logits.scatter_add_(1, targets[start:end, None], g_out)
             grad_logits.div_(ctx.temperature)
+            g_op = grad_logits.to(torch.bfloat16) if bf16 else grad_logits  # [c, V]
             if need_h:
-                grad_h[start:end] = grad_logits @ w32  # [c, H]
+                grad_h[start:end] = (_mm_fp32_out(g_op, w_grad) if bf16
+                                     else grad_logits @ w_grad)  # [c, H]
             if need_w:
-                grad_w.addmm_(grad_logits.t(), h_c.float())  # [V, H]
+                if bf16:
+                    grad_w += _mm_fp32_out(g_op.t(), h_c.to(torch.bfloat16))  # [V, H]
+                else:
+                    grad_w.addmm_(grad_logits.t(), h_c.float())  # [V, H]
             if need_b:
                 grad_b += grad_logits.sum(0)  # [V]
-            del logits, grad_logits
+            del logits, grad_logits, g_op
         return (grad_h.to(hidden.dtype) if need_h else None,
                 grad_w.to(weight.dtype) if need_w else None,
-                grad_b.to(bias.dtype) if need_b else None, None, None, None, None, None)
+                grad_b.to(bias.dtype) if need_b else None, None, None, None, None, None, None)
 
 
 def head_token_logprobs(
     model, hidden: torch.Tensor, targets: torch.Tensor, *, fp32_lm_head: bool = True,
     temperature: float = 1.0, chunk_tokens: int = 0, return_entropy: bool = False,
+    head_operands: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log p(targets[n] | hidden[n]) [N] float32 (and the entropy [N], no graph) for hidden
     states [N, H], `chunk_tokens` positions at a time (0 = all at once), memory-bounded in the
-    backward too (see the module docstring)."""
+    backward too (see the module docstring; `head_operands` as `fp32_linear`'s operands)."""
+    if head_operands not in HEAD_OPERANDS:
+        raise ValueError(f"head_operands {head_operands!r}: one of {HEAD_OPERANDS}")
     if chunk_tokens < 0:
         raise ValueError(f"chunk_tokens must be >= 0 (0 = one chunk), got {chunk_tokens}")
     head = model.get_output_embeddings()
@@ -207,7 +263,8 @@ def head_token_logprobs(
         bias = bias.to(dtype) if bias is not None else None
     chunk = chunk_tokens or max(1, hidden.shape[0])
     logp, entropy = _HeadTokenLogprobs.apply(hidden, weight, bias, targets, temperature, chunk,
-                                             fp32_lm_head, return_entropy)  # [N], [N] or [0]
+                                             fp32_lm_head, return_entropy,
+                                             head_operands)  # [N], [N] or [0]
     return logp, (entropy if return_entropy else None)
 
 
@@ -221,6 +278,7 @@ def sequence_logprobs(
     return_entropy: bool = False,
     token_mask: torch.Tensor | None = None,
     chunk_tokens: int = 0,
+    head_operands: str | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Log-probabilities [B, T] float32 of the given tokens (and the entropy [B, T] if asked).
 
@@ -228,6 +286,7 @@ def sequence_logprobs(
     positions are meaningless: mask them with the loss mask. Differentiable (no no_grad here);
     the entropy carries no graph. `token_mask` ([B, T] bool, False at t = 0) / `chunk_tokens`
     select the memory-bounded head (module docstring); positions outside `token_mask` get 0.
+    `head_operands`: the FP32 head's GEMM operands (module docstring; None: as given).
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -250,7 +309,8 @@ def sequence_logprobs(
     hidden = out.last_hidden_state[:, :-1]  # [B, T-1, H] predicts tokens 1..T-1
     zeros = torch.zeros(input_ids.shape[0], 1, device=input_ids.device)  # [B, 1]
     if token_mask is None and chunk_tokens == 0:
-        logits = lm_head_logits(model, hidden, fp32_lm_head) / temperature  # [B, T-1, V]
+        logits = lm_head_logits(model, hidden, fp32_lm_head,
+                                head_operands) / temperature  # [B, T-1, V]
         logp_all = torch.log_softmax(logits, dim=-1)  # [B, T-1, V] float32
         targets = input_ids[:, 1:].unsqueeze(-1)  # [B, T-1, 1]
         token_logp = logp_all.gather(-1, targets).squeeze(-1)  # [B, T-1]
@@ -265,6 +325,7 @@ def sequence_logprobs(
     token_logp, entropy = head_token_logprobs(
         model, hidden[selected], input_ids[:, 1:][selected], fp32_lm_head=fp32_lm_head,
         temperature=temperature, chunk_tokens=chunk_tokens, return_entropy=return_entropy,
+        head_operands=head_operands,
     )  # [N], [N]
     placed = torch.zeros(selected.shape, device=input_ids.device)  # [B, T-1]
     logp = torch.cat([zeros, placed.masked_scatter(selected, token_logp)], dim=1)  # [B, T]

@@ -17,8 +17,9 @@ crash (SIGKILL of any rank) leaves the previous directory or the new one. The fa
 `checkpoint_write` (`scalerl.utils.failpoints`) sits where the one-rank writer has it.
 
 `gathered_state_dict(policy, keep)`: the HF model's full state dict in CPU memory on the ranks
-that keep it (the main rank for checkpoints; every node's leader for its generators), gathered
-one tensor at a time, so no full copy of the model ever sits on a GPU. A collective.
+that keep it (the main rank for checkpoints and the in-process engines), gathered one tensor
+at a time by `iter_full_tensors` (the generators' weights stream from it too,
+`scalerl.rl.weights`), so no full copy of the model ever sits on a GPU. A collective.
 
 `load_sharded_state(path, policy, optimizer)` restores model and optimizer shards in place.
 Same world size: exact. A different world size works too: DCP reshards the saved DTensors onto
@@ -32,7 +33,7 @@ Deliberately left out: asynchronous saves and keeping several sharded checkpoint
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -46,8 +47,8 @@ from scalerl.parallel.world import World
 from scalerl.utils.failpoints import failpoint
 from scalerl.utils.io import swap_dir_in
 
-__all__ = ["DCP_DIR", "gathered_state_dict", "has_shards", "load_sharded_state",
-           "write_sharded_checkpoint"]
+__all__ = ["DCP_DIR", "gathered_state_dict", "has_shards", "iter_full_tensors",
+           "load_sharded_state", "write_sharded_checkpoint"]
 
 DCP_DIR = "dcp"
 _PREFIX = "model."  # ScoringPolicy wraps the HF model as `.model`
@@ -58,16 +59,25 @@ def has_shards(path: str | Path) -> bool:
     return (Path(path) / DCP_DIR).is_dir()
 
 
+def iter_full_tensors(tensors: Iterable[tuple[str, torch.Tensor]]
+                      ) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, full tensor on the rank's device) one at a time: a DTensor shard is all-gathered (a collective: every rank iterates the same names in the same
+    order), a plain tensor passes as it is. Drop each before taking the next."""
+    for name, tensor in tensors:
+        with torch.no_grad():
+            full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+        yield name, full.detach()
+
+
 def gathered_state_dict(policy, keep: bool) -> dict[str, torch.Tensor]:
     """The HF model's full state dict in CPU memory on the ranks that `keep` it, {} on the
-    others. Gathered one tensor at a time (the all-gather of its shards on the ranks' devices,
-    copied to the CPU and freed), so no rank ever holds a full copy of the model on its device.
-    A collective: every rank calls it, in the same order."""
+    others. Gathered one tensor at a time (`iter_full_tensors`, copied to the CPU and freed),
+    so no rank ever holds a full copy of the model on its device. A collective: every rank
+    calls it, in the same order."""
     out = {}
-    for name, tensor in policy.state_dict().items():
-        full = tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
+    for name, full in iter_full_tensors(policy.state_dict().items()):
         if keep:
-            out[name.removeprefix(_PREFIX)] = full.detach().to("cpu", copy=True)
+            out[name.removeprefix(_PREFIX)] = full.to("cpu", copy=True)
         del full
     return out
 

@@ -50,13 +50,14 @@ class ScoringPolicy(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *,
                 fp32_lm_head: bool, temperature: float, token_mask: torch.Tensor | None,
-                chunk_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+                chunk_tokens: int, head_operands: str | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         from scalerl.models.logprobs import sequence_logprobs
 
         return sequence_logprobs(  # [B, T], [B, T]
             self.model, input_ids, attention_mask, fp32_lm_head=fp32_lm_head,
             temperature=temperature, return_entropy=True, token_mask=token_mask,
-            chunk_tokens=chunk_tokens)
+            chunk_tokens=chunk_tokens, head_operands=head_operands)
 
 
 def decoder_layers(model: nn.Module) -> list[nn.Module]:

@@ -65,13 +65,16 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     compute_dtype = numerics.compute_dtype
     if compute_dtype == "auto":  # StepNumerics: bfloat16 on CUDA (planned here), else params
         compute_dtype = param_dtype if run_cfg.device == "cpu" else "bfloat16"
+    operands = numerics.lm_head_operands  # auto: bf16 on CUDA (planned here), fp32 on CPU
+    if operands == "auto":
+        operands = "float32" if run_cfg.device == "cpu" else "bfloat16"
     return PlanInputs(
         arch=model_arch,
         prompts_per_step=recipe.prompts_per_step,
         generations_per_prompt=recipe.generations_per_prompt,
         prompt_tokens=prompt_tokens, generation_tokens=cap,
         param_dtype=param_dtype, compute_dtype=compute_dtype,
-        fp32_lm_head=recipe.fp32_lm_head,
+        fp32_lm_head=recipe.fp32_lm_head, lm_head_operands=operands,
         gradient_checkpointing=numerics.gradient_checkpointing,
         logprob_chunk_tokens=numerics.logprob_chunk_tokens,
         micro_batch_tokens=numerics.micro_batch_tokens,
@@ -84,6 +87,7 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
         # 0 = what the trainer derives: the longest prompt + the generation cap
         vllm_max_model_len=int(vllm.max_model_len or prompt_tokens + cap),
         vllm_enforce_eager=bool(vllm.enforce_eager),
+        vllm_prefix_caching=bool(vllm.enable_prefix_caching),
         device_memory_bytes=device_memory_bytes, devices=devices,
         trainer_ranks=run_cfg.trainer_ranks, nodes=nodes,
         generator_devices=vllm.tensor_parallel_size if run_cfg.engine == "vllm" else 1,
@@ -123,6 +127,8 @@ class SweepRuns:
     models: dict[str, dict[str, Any]]  # model label -> its ModelConfig mapping
     train_devices: int  # GPUs of the train job on each node (resources.train.gpu)
     train_nodes: int = 1  # nodes of the train job (resources.train.nodes)
+    chunks: int = 1  # training chunks of every run (train.chunks)
+    val_prompts: int = 0  # held-out prompts evaluation scores (data.config.val_size)
 
 
 def sweep_runs(cfg: Mapping[str, Any]) -> SweepRuns:
@@ -135,7 +141,8 @@ def sweep_runs(cfg: Mapping[str, Any]) -> SweepRuns:
     mappings = [run_config(sweep, run, base="", prompts="").to_dict() for run in runs.values()]
     models = {name: dict(entry.config.get("model", {})) for name, entry in sweep.models.items()}
     train = sweep.resources["train"]
-    return SweepRuns(mappings, models, max(1, train.gpu), train.nodes)
+    val = int(((cfg.get("data") or {}).get("config") or {}).get("val_size") or 0)
+    return SweepRuns(mappings, models, max(1, train.gpu), train.nodes, sweep.chunks, val)
 
 
 def arch_of_model_config(model: Mapping[str, Any], label: str) -> ModelArch:

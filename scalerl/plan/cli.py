@@ -1,4 +1,5 @@
-"""`scalerl plan --config RUN_OR_SWEEP.yaml --gpu-mem 80GB`: will the run(s) fit the devices?
+"""`scalerl plan --config RUN_OR_SWEEP.yaml --gpu H100-80GB`: will the run(s) fit the devices,
+and how long and how many GPU-hours will they take?
 
 CONFIG is a run.yaml (a RunConfig, as `scalerl train` reads it) or a sweep config (it has
 `sweep:` and `models:`, like config/gpu.yaml; every run of the sweep is planned); several
@@ -7,6 +8,14 @@ config/layout-1node-8gpu.yaml`). For each run the plan prints the tokens per ste
 trainer ranks and which device does what on each node, one row per stage and device (need per
 device, capacity, verdict) and the memory terms; every problem goes to stderr as one line
 naming the knob to change. Exit code 0 when every run fits, 2 otherwise.
+
+With `--gpu NAME` (a device of `scalerl.plan.timing.DEVICES`: H100-80GB, H200-141GB,
+A100-80GB, B200-180GB, L40S-48GB; its memory unless --gpu-mem says otherwise) each run also
+gets a time estimate: generation, trainer and weight-push seconds per step, the bottleneck,
+and the run's GPU-hours (training: the sweep's chunks x steps; evaluation: one pass over the
+held-out prompts per checkpoint, the base model included); a sweep ends with its total. `--mfu` states the trainer's MFU,
+`--calibration` reads benchmarks/gpu_check.sh's gpu_check.json measured on that device,
+`--usd-per-gpu-hour` turns GPU-hours into money.
 
 The architecture comes from `--model` (a model directory, tiny size or hub id), else the
 run's `base` directory when it exists, else its `model` label (tiny sizes and the built-in
@@ -61,12 +70,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="longest prompt in tokens (default 1024; an assumption)")
     parser.add_argument("--run", default=None, help="sweep: plan only this run id")
     parser.add_argument("--brief", action="store_true", help="only the per-device rows")
+    parser.add_argument("--gpu", default=None,
+                        help="device of the time estimate (H100-80GB, H200-141GB, A100-80GB, "
+                        "B200-180GB, L40S-48GB); also its memory unless --gpu-mem is given")
+    parser.add_argument("--mfu", type=float, default=None,
+                        help="trainer MFU of the time estimate (default 0.11, or the "
+                        "calibration's)")
+    parser.add_argument("--calibration", default=None,
+                        help="gpu_check.json of benchmarks/gpu_check.sh on that device: "
+                        "measured efficiencies for the time estimate")
+    parser.add_argument("--usd-per-gpu-hour", type=float, default=None,
+                        help="price of one GPU-hour, to print the cost")
 
 
 def _device_memory(args: argparse.Namespace) -> tuple[int, int | None]:
     """(bytes of one device, CUDA device count or None)."""
     if args.gpu_mem is not None:
         return parse_size(args.gpu_mem), None
+    if args.gpu is not None:
+        from scalerl.plan.timing import resolve_device
+
+        return resolve_device(args.gpu).memory_bytes, None
     import torch
 
     if not torch.cuda.is_available():
@@ -86,7 +110,10 @@ def _run_yaml_inputs(run: Mapping[str, Any], args, memory: int, cuda_devices: in
         run, resolve_arch(source), device_memory_bytes=memory,
         devices=args.devices or cuda_devices or 1, model_dtype=dtype or "float32",
         prompt_tokens=args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
-    return [(str(run.get("run", "run")), inputs)]
+    from scalerl.rl.run_config import RunConfig
+
+    steps = RunConfig.from_dict(dict(run)).steps_in_chunk(1)  # one chunk: what train runs
+    return [(str(run.get("run", "run")), inputs, {"steps": steps})]
 
 
 def _sweep_inputs(cfg: Mapping[str, Any], args, memory: int):
@@ -105,10 +132,21 @@ def _sweep_inputs(cfg: Mapping[str, Any], args, memory: int):
     used = {r["model"] for r in runs}
     models = {label: (arch_of_model_config(spec, label), spec.get("dtype", "float32"))
               for label, spec in sweep.models.items() if label in used}
-    return plan_inputs_from_sweep(runs, models, device_memory_bytes=memory,
-                                  devices=args.devices or sweep.train_devices,
-                                  nodes=sweep.train_nodes,
-                                  prompt_tokens=args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
+    planned = plan_inputs_from_sweep(runs, models, device_memory_bytes=memory,
+                                     devices=args.devices or sweep.train_devices,
+                                     nodes=sweep.train_nodes,
+                                     prompt_tokens=args.prompt_tokens or DEFAULT_PROMPT_TOKENS)
+    from scalerl.rl.run_config import RunConfig
+
+    out = []
+    for (title, inputs), run in zip(planned, runs):
+        cfg_run = RunConfig.from_dict(run)
+        steps = sum(cfg_run.steps_in_chunk(k) for k in range(1, sweep.chunks + 1))
+        evaluated = cfg_run.eval.max_prompts or sweep.val_prompts
+        out.append((title, inputs, {"steps": steps, "eval_prompts": evaluated,
+                                    "eval_samples": cfg_run.eval.samples_per_prompt,
+                                    "evals": sweep.chunks + 1}))  # + the base (chunk 0)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,12 +163,46 @@ def run(args: argparse.Namespace) -> int:
         if args.run is not None:
             raise ConfigError("--run selects a run of a sweep config; this is a run.yaml")
         planned = _run_yaml_inputs(cfg, args, memory, cuda_devices)
-    failed = 0
-    for title, inputs in planned:
+    failed, estimates = 0, {}
+    device, efficiency = _time_device(args)
+    for title, inputs, extent in planned:
         report = check_fits(inputs, title)
-        print(report.format(detail=not args.brief) + "\n")
+        text = report.format(detail=not args.brief)
+        if device is not None and report.fits:
+            from scalerl.plan.timing import estimate_time
+
+            estimates[title] = estimate_time(inputs, device, efficiency=efficiency, **extent)
+            text += "\n" + estimates[title].format(args.usd_per_gpu_hour)
+        print(text + "\n")
         for problem in report.problems:
             print(f"scalerl plan: {title}: error: {problem}", file=sys.stderr)
         failed += not report.fits
     print(f"{len(planned) - failed} of {len(planned)} run(s) fit")
+    if estimates:
+        from scalerl.plan.timing import sweep_summary
+
+        print(sweep_summary(estimates, args.usd_per_gpu_hour))
     return 2 if failed else 0
+
+
+def _time_device(args: argparse.Namespace):
+    """(device, efficiency) of the time estimate, or (None, None) without --gpu."""
+    if args.gpu is None:
+        for flag in ("mfu", "calibration", "usd_per_gpu_hour"):
+            if getattr(args, flag) is not None:
+                raise ConfigError(f"--{flag.replace('_', '-')} belongs to the time estimate: "
+                                  "give the device with --gpu (e.g. --gpu H100-80GB)")
+        return None, None
+    import dataclasses
+
+    from scalerl.plan.timing import Efficiency, load_calibration, resolve_device
+
+    device = resolve_device(args.gpu)
+    efficiency = (load_calibration(args.calibration, device) if args.calibration
+                  else Efficiency())
+    if args.mfu is not None:
+        if not 0 < args.mfu <= 1:
+            raise ConfigError(f"--mfu {args.mfu}: a share of the peak in (0, 1]")
+        efficiency = dataclasses.replace(efficiency, mfu=args.mfu,
+                                         source=f"{efficiency.source}, MFU given")
+    return device, efficiency

@@ -41,7 +41,9 @@ Trainer (one process; `trainer_terms`):
 - backward peak on top of that, the larger of (they never overlap):
   the head's backward: 16*C*V for C = min(logprob_chunk_tokens or t, t) tokens at a time
   (four float32 [C, V] tensors: logits, log-softmax, the entropy's exp, their gradient;
-  measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`) + the fp32 head copies;
+  measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`; + 2*C*V, the gradient's
+  bf16 copy, with bf16 head operands) + the fp32 head copies (+ V*h*2 for the bf16 copy of
+  the weight with bf16 operands);
   one layer's backward: t*(c*i + 3*p*h) of gradients (measured), + t*A with checkpointing
   (the layer is recomputed first).
   `benchmarks/bench_plan.py` measures the live tensors of this path on CPU (tiny Llama and
@@ -139,6 +141,9 @@ class PlanInputs(Config):
     compute_dtype: str = field_("float32", "trainer matmul dtype (autocast when it differs "
                                 "from param_dtype)", choices=DTYPES)
     fp32_lm_head: bool = field_(True, "LM head and log-softmax in float32 (ScaleRL)")
+    lm_head_operands: str = field_("float32", "the FP32 head's GEMM operands (bfloat16: a "
+                                   "bf16 copy of the head weight and of the logits' gradient "
+                                   "chunk; tensor cores)", choices=("float32", "bfloat16"))
     gradient_checkpointing: bool = field_(False, "recompute each layer in backward")
     logprob_chunk_tokens: int = field_(0, "tokens whose head + log-softmax run at once "
                                        "(0 = the whole micro-batch)", ge=0)
@@ -163,6 +168,8 @@ class PlanInputs(Config):
                                       ge=0)
     vllm_max_model_len: int = field_(0, "vLLM context length (0: the model's)", ge=0)
     vllm_enforce_eager: bool = field_(True, "vLLM without CUDA graphs")
+    vllm_prefix_caching: bool = field_(True, "vLLM shares a prompt's KV among its G samples "
+                                       "(prefill time only; scalerl.plan.timing)")
     vllm_max_num_batched_tokens: int = field_(0, "vLLM tokens per forward (0: vLLM's default, "
                                               "16384 on devices >= 70 GiB, else 8192)", ge=0)
     device_memory_bytes: int = field_(80 * GiB, "memory of one device", ge=1)
@@ -304,15 +311,20 @@ def kept_activation_bytes(inp: PlanInputs) -> int:
 
 
 def logprob_bytes(inp: PlanInputs) -> int:
-    """float32 [C, V] tensors of the chunked (or whole) LM head + log-softmax."""
+    """float32 [C, V] tensors of the chunked (or whole) LM head + log-softmax (and the bf16
+    copy of the logits' gradient with bf16 operands)."""
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
-    return LOGPROB_LIVE_COPIES * 4 * chunk * inp.arch.vocab
+    bf16 = 2 if inp.fp32_lm_head and inp.lm_head_operands == "bfloat16" else 0
+    return (LOGPROB_LIVE_COPIES * 4 + bf16) * chunk * inp.arch.vocab
 
 
 def head_copy_bytes(inp: PlanInputs) -> int:
-    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4)."""
+    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4), and the
+    bf16 copy of the weight the head's GEMMs take with bf16 operands (V * h * 2)."""
     fp32_copy = inp.fp32_lm_head and DTYPE_BYTES[inp.param_dtype] != 4
-    return 2 * inp.arch.vocab * inp.arch.hidden * 4 if fp32_copy else 0
+    bf16 = inp.fp32_lm_head and inp.lm_head_operands == "bfloat16"
+    vh = inp.arch.vocab * inp.arch.hidden
+    return (2 * vh * 4 if fp32_copy else 0) + (vh * 2 if bf16 else 0)
 
 
 def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:

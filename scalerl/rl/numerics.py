@@ -9,7 +9,9 @@ the memory planner (`scalerl.plan`), at every world size:
   bfloat16 on CUDA, float32 on CPU); the FP32 LM head is never autocast;
 - `logprob_chunk_tokens`: the head + log-softmax scored that many loss positions at a time;
 - `micro_batch_tokens`: token-budget micro-batches (sequences sorted by length);
-- `gradient_checkpointing`: decoder layers recomputed in the backward.
+- `gradient_checkpointing`: decoder layers recomputed in the backward;
+- `lm_head_operands`: the FP32 head's GEMM operands (auto = bfloat16 on CUDA, fp32
+  accumulation and output on tensor cores, what vLLM's FP32 head computes; float32 on CPU).
 
 The defaults are the CPU behaviour: float32 everywhere, unchunked, whole-group micro-batches,
 no checkpointing. Imported without torch (the workflow reads configs at parse time).
@@ -54,6 +56,14 @@ class StepNumerics(Config):
         False, "recompute decoder-layer activations in the backward (non-reentrant); on for "
         "the step only, off again for generation",
     )
+    lm_head_operands: str = field_(
+        "auto", "operands of the FP32 LM head's GEMMs (forward, recomputed forward, both "
+        "gradients; scalerl.models.logprobs): bfloat16 = hidden states, head weight and the "
+        "logits' gradient rounded to bf16, accumulated and output in fp32 (tensor cores on "
+        "CUDA; the rounding of vLLM's FP32 head); float32 = fp32 x fp32 (CUDA cores, ~15x "
+        "slower on an H100); auto = bfloat16 on CUDA, float32 elsewhere. Log-softmax is fp32 "
+        "either way", choices=("auto", "float32", "bfloat16"),
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -61,6 +71,12 @@ class StepNumerics(Config):
             raise ConfigError("compute_dtype = float32 with param_dtype = bfloat16: autocast "
                               "cannot compute bf16 weights in float32; use compute_dtype auto "
                               "or bfloat16, or param_dtype float32")
+
+    def head_operands(self, device: Any) -> str:
+        """The resolved LM-head operand dtype on `device` (auto: bfloat16 on CUDA)."""
+        if self.lm_head_operands != "auto":
+            return self.lm_head_operands
+        return "bfloat16" if device.type == "cuda" else "float32"
 
     def torch_compute_dtype(self, device: Any) -> Any:
         """The resolved torch compute dtype on `device` (auto: bfloat16 on CUDA, else the

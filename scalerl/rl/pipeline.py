@@ -18,20 +18,32 @@ in `collect`; when it is faster, generators finish batch s + k and idle until th
 push: "the trainer waits when k steps ahead" and "generators wait when k batches ahead" are
 the same condition seen from both sides.
 
-Processes and weights (CPU and CUDA alike): generators are `torch.multiprocessing` processes
-that share nothing with the trainer's interpreter state: *forkserver* on Linux (a fresh server
-process, which pre-imports torch/transformers once, forks them), *spawn* elsewhere; either way
-the caller's main module must be import-safe (`if __name__ == "__main__"`). The trainer copies its parameters into one set of shared-memory CPU tensors
-(free-running; fixed_lag + 1 sets on the fixed schedule, below) under a lock and bumps a shared version counter; a generator that sees a newer version loads
-the tensors under the same lock (so it never reads half a push) into its engine with
-`Engine.update_weights(state, version)`. Each process sets its own torch thread count (the
-caller splits the cores, e.g. one thread each on a 2-core machine). A generator exits when
-the trainer closes the pipeline or dies (it polls its parent's pid), so a SIGKILLed trainer
-leaves no orphans (it watches the trainer's liveness sentinel). The other way round, a
-generator that dies (SIGKILL, out of memory) stops the trainer within about a second with a
-`GeneratorError` naming it (name, pid, exit code): the trainer checks the generators whenever
-it has waited a second for completions or for the weights lock (which a generator killed
-while loading a push would otherwise hold forever).
+Processes (CPU and CUDA alike): generators are `torch.multiprocessing` processes that share
+nothing with the trainer's interpreter state: *forkserver* on Linux (a fresh server process,
+which pre-imports torch/transformers once, forks them), *spawn* elsewhere; either way the
+caller's main module must be import-safe (`if __name__ == "__main__"`). Each process sets its
+own torch thread count (the caller splits the cores, e.g. one thread each on a 2-core
+machine). A generator exits when the trainer closes the pipeline or dies (it polls its
+parent's pid), so a SIGKILLed trainer leaves no orphans. The other way round, a generator that
+dies (SIGKILL, out of memory) stops the trainer within about a second with a `GeneratorError`
+naming it (name, pid, exit code): the trainer checks the generators whenever it has waited a
+second for completions, for acknowledgements or for a weight slot's readers.
+
+Weights (`scalerl.rollout.weight_transfer`, transport `transport`): one push sends every
+parameter once, in the generators' dtype (`dtype`: the trainer's float32 masters are cast
+while written), a tied embedding/head once; `push_weights` takes a state dict or a stream of
+tensors gathered one at a time (`scalerl.rl.weights.PolicyWeights`). With `shm` the trainer
+writes a host shared-memory slot (version v in slot v mod n_slots: 2 slots free-running, a
+double buffer, fixed_lag + 1 on the fixed schedule) and publishes its version; a generator that
+sees a newer version loads it into its engine with `Engine.update_weights(slot, version)`. No
+lock is held while bytes move: K generators load the same slot at once and the trainer writes
+the next version into the other slot meanwhile; it waits only for a slot a generator still
+reads (`HostSlots.write`). With `nccl` / `ipc` (vLLM's asynchronous engine on CUDA) the
+trainer drives vLLM's weight-transfer round trip (`scalerl.rollout.vllm_transfer.VllmPusher`)
+through `_GeneratorClient`: each call goes to every generator as a control message on its
+request queue, runs there (`AsyncVLLMEngine.transfer_rpc`) and is acknowledged. Every load is
+reported (`load_stats`: loads, seconds, bytes). `pause_for_update` / the next push put
+generators that share the trainer's device to sleep and wake them (`sleep_during_update`).
 
 Fixed schedule (`fixed_lag` = d, 0 <= d <= k; `RunConfig.pipeline_fixed_lag`): the policy
 version of every sample follows the step count instead of the wall clock. Batch s is
@@ -62,8 +74,8 @@ verdict before streaming it, so verification overlaps the trainer's optimizer st
 verdicts are computed on the grader's threads (`scalerl.rl.grading.GradedStream`) while the
 engine keeps decoding, and a sample is streamed once its verdict is in.
 
-Deliberately left out: NCCL/IPC weight broadcast for multi-GPU clusters (weights travel
-through host shared memory), generator-side prompt sampling (the trainer owns the data order
+Deliberately left out: weight transfer between nodes (each node's first rank runs its node's
+pipeline, `scalerl.rl.rollouts.PipelineRollouts`), generator-side prompt sampling (the trainer owns the data order
 and the No-Positive-Resampling state, so both are checkpointed in one place) and
 re-generation of samples that a crash lost (the trainer re-issues their prompts on resume).
 """
@@ -82,6 +94,7 @@ import torch
 import torch.multiprocessing as mp
 
 from scalerl.rollout.base import Completion, Engine, Request
+from scalerl.rollout.weight_transfer import HostSlots, WeightStream, as_stream
 
 __all__ = ["EngineSpec", "GeneratorError", "Pipeline", "staleness"]
 
@@ -123,25 +136,23 @@ def staleness(trainer_version: int, completion: Completion) -> int:
     return trainer_version - completion.min_version
 
 
-def _load_version(engine: Engine, slots: list[dict[str, torch.Tensor]], slot_versions: Any,
-                  lock: Any, version: int) -> None:
-    """Load policy `version` from its shared slot into the engine, under the weights lock."""
-    slot = version % len(slots)
-    with lock:  # never read a half-written push
-        held = int(slot_versions[slot])
-        if held != version:  # the slot ring's invariant (module docstring) was broken
-            raise RuntimeError(f"weights slot {slot} holds version {held}, not the version "
-                               f"{version} this generator needs")
-        engine.update_weights(slots[slot], version)
+def _load(engine: Engine, slots: HostSlots, version: int | None, results: Any,
+          rank: int) -> None:
+    """Load `version` (None: the newest) from its host slot into the engine; no lock is held
+    while it loads (the slot's reader count keeps the trainer off it)."""
+    with slots.reading(version) as weights:
+        if weights is None:
+            return
+        start = time.perf_counter()
+        engine.update_weights(weights, weights.version)
+        results.put(("loaded", rank, (weights.version, time.perf_counter() - start,
+                                      weights.nbytes), 0, 0.0))
 
 
 def _generator_main(
     rank: int,
     spec: EngineSpec,
-    slots: list[dict[str, torch.Tensor]],
-    slot_versions: Any,
-    shared_version: Any,
-    lock: Any,
+    slots: HostSlots | None,
     requests: Any,
     results: Any,
     stop: Any,
@@ -152,7 +163,7 @@ def _generator_main(
     start_version: int,
 ) -> None:
     """Generator process: admit work within the lag bound (or on the fixed schedule), decode,
-    stream completions."""
+    stream completions; run the trainer's weight-transfer calls as they come."""
     torch.set_num_threads(max(1, spec.threads))
     # The trainer starts generators as daemons (they die with it); an engine may need its own
     # child process (vLLM's AsyncLLM engine core), which a daemon may not start: lift the flag
@@ -164,7 +175,10 @@ def _generator_main(
 
         graded = (GradedStream(spec.grader(**spec.grader_kwargs)) if spec.grader is not None
                   else None)
-        _load_version(engine, slots, slot_versions, lock, start_version)
+        if slots is not None:
+            _load(engine, slots, start_version, results, rank)
+        else:  # weights come by the trainer's transfer calls: no policy until the first
+            engine.version = -1
         results.put(("ready", rank, None, 0, 0.0))
         pending: deque[tuple[int, Request]] = deque()
         generated_tokens, busy_s = 0, 0.0
@@ -178,17 +192,26 @@ def _generator_main(
                 while True:
                     if msg[0] == "stop":
                         return
-                    _, batch_index, reqs = msg
-                    pending.extend((batch_index, r) for r in reqs)
+                    if msg[0] == "rpc":  # a weight-transfer call (Pipeline._rpc): run, ack
+                        _, method, payload, version = msg
+                        start = time.perf_counter()
+                        engine.transfer_rpc(method, payload, version)
+                        results.put(("ack", rank, method, 0, 0.0))
+                        if method == "finish_weight_update":
+                            results.put(("loaded", rank, (version, time.perf_counter() - start,
+                                                          0), 0, 0.0))
+                    else:
+                        _, batch_index, reqs = msg
+                        pending.extend((batch_index, r) for r in reqs)
                     msg = requests.get_nowait()
             except queue.Empty:
                 pass
             if fixed_lag is None:
-                admit = _admit_free(engine, pending, slots, slot_versions, shared_version, lock,
-                                    max_lag, max_concurrent, admit_min)
+                admit = _admit_free(engine, pending, slots, results, rank, max_lag,
+                                    max_concurrent, admit_min, start_version)
             else:
-                admit = _admit_fixed(engine, pending, slots, slot_versions, shared_version, lock,
-                                     fixed_lag, start_version)
+                admit = _admit_fixed(engine, pending, slots, results, rank, fixed_lag,
+                                     start_version)
             if admit:
                 engine.submit(admit)
             done: list[Completion] = []
@@ -211,14 +234,15 @@ def _generator_main(
             engine.close()
 
 
-def _admit_free(engine: Engine, pending: deque, slots: list, slot_versions: Any,
-                shared_version: Any, lock: Any, max_lag: int, max_concurrent: int,
-                admit_min: int) -> list[Request]:
+def _admit_free(engine: Engine, pending: deque, slots: HostSlots | None, results: Any,
+                rank: int, max_lag: int, max_concurrent: int, admit_min: int,
+                start_version: int) -> list[Request]:
     """Free-running: switch to the newest pushed weights (in-flight rows too), then admit
     pending requests within the lag bound, in cohorts of at least `admit_min` rows."""
-    if int(shared_version.value) > engine.version:
-        with lock:  # one slot: whatever version it holds now (never a half-written push)
-            engine.update_weights(slots[0], int(slot_versions[0]))
+    if slots is not None and slots.newest > engine.version:
+        _load(engine, slots, None, results, rank)
+    if engine.version < start_version:  # transfer transports: the first push is not in yet
+        return []
     admit: list[Request] = []
     room = max_concurrent - engine.num_in_flight()
     if engine.num_in_flight() and room < min(admit_min, len(pending)):
@@ -229,23 +253,49 @@ def _admit_free(engine: Engine, pending: deque, slots: list, slot_versions: Any,
     return admit
 
 
-def _admit_fixed(engine: Engine, pending: deque, slots: list, slot_versions: Any,
-                 shared_version: Any, lock: Any, fixed_lag: int,
-                 start_version: int) -> list[Request]:
+def _admit_fixed(engine: Engine, pending: deque, slots: HostSlots, results: Any, rank: int,
+                 fixed_lag: int, start_version: int) -> list[Request]:
     """Fixed schedule: once the previous batch has finished decoding, the next batch s whole,
     with policy version max(s − fixed_lag, start_version) loaded (none until it is pushed)."""
     if engine.num_in_flight() or not pending:
         return []
     batch_index = pending[0][0]
     need = max(batch_index - fixed_lag, start_version)
-    if int(shared_version.value) < need:
+    if slots.newest < need:
         return []  # the trainer has not pushed it yet: wait (the caller polls)
     if engine.version != need:
-        _load_version(engine, slots, slot_versions, lock, need)
+        _load(engine, slots, need, results, rank)
     admit: list[Request] = []
     while pending and pending[0][0] == batch_index:
         admit.append(pending.popleft()[1])
     return admit
+
+
+class _GeneratorClient:
+    """vLLM's `VLLMWeightSyncClient` over this pipeline's generators
+    (`scalerl.rollout.vllm_transfer`): each call runs in every generator, acknowledged."""
+
+    def __init__(self, pipe: Pipeline, workers_per_generator: int) -> None:
+        self.pipe, self.workers = pipe, workers_per_generator
+        self.version = pipe.version
+
+    def init_weight_transfer_engine(self, init_info: dict[str, Any]) -> None:
+        per = []
+        for k in range(len(self.pipe._procs)):  # NCCL: generator k's workers after k's
+            info = dict(init_info, aliases=[list(a) for a in self.pipe.layout.aliases])
+            if "rank_offset" in info:
+                info["rank_offset"] = int(info["rank_offset"]) + k * self.workers
+            per.append(info)
+        self.pipe._rpc("init_weight_transfer_engine", per, self.version)
+
+    def start_weight_update(self) -> None:
+        self.pipe._rpc("start_weight_update", None, self.version)
+
+    def update_weights(self, update_info: Any) -> None:
+        self.pipe._rpc("update_weights", update_info, self.version)
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self.pipe._rpc("finish_weight_update", None, self.version)
 
 
 class Pipeline:
@@ -254,13 +304,18 @@ class Pipeline:
     def __init__(
         self,
         specs: Sequence[EngineSpec],
-        weights: Mapping[str, torch.Tensor],
+        weights: Mapping[str, torch.Tensor] | WeightStream,
         version: int,
         max_lag: int,
         max_concurrent: int,
         admit_min: int | None = None,
         start_timeout_s: float = 300.0,
         fixed_lag: int | None = None,
+        *,
+        dtype: str | None = None,
+        transport: str = "shm",
+        workers_per_generator: int = 1,
+        sleep_during_update: bool = False,
     ) -> None:
         if not specs:
             raise ValueError("Pipeline needs at least one EngineSpec (one generator)")
@@ -270,44 +325,69 @@ class Pipeline:
         if fixed_lag is not None and not 0 <= fixed_lag <= max_lag:
             raise ValueError(f"fixed_lag = {fixed_lag} must be in [0, max_lag = {max_lag}] "
                              "(or None: free-running)")
+        if transport not in ("shm", "nccl", "ipc"):
+            raise ValueError(f"transport {transport!r}: shm, nccl or ipc")
+        if fixed_lag is not None and transport != "shm":
+            raise ValueError("the fixed schedule keeps past versions in host slots: transport "
+                             f"shm, not {transport}")
         ctx = _context()
         admit_min = max(1, max_concurrent // 2) if admit_min is None else admit_min
         self.max_lag = max_lag
         self.fixed_lag = fixed_lag
         self.version = version
         self.start_version = version
-        # one slot free-running; the fixed schedule keeps the last fixed_lag + 1 versions
-        n_slots = 1 if fixed_lag is None else fixed_lag + 1
-        self._slots = [{k: v.detach().to("cpu", copy=True).contiguous().share_memory_()
-                        for k, v in weights.items()} for _ in range(n_slots)]
-        self._slot_versions = ctx.Array("q", [version] * n_slots)
-        self._version = ctx.Value("q", version)
-        self._lock = ctx.Lock()
+        self.transport = transport
+        self.sleep_during_update = sleep_during_update
+        self._asleep = False
+        self._dtype = dtype
+        stream = as_stream(weights, dtype)
+        self.layout = stream.layout
+        self.bytes_pushed = 0  # bytes the last push sent
+        self._slots: HostSlots | None = None
+        self._pusher = None
+        self._procs: list = []
         self._stop = ctx.Event()
         self._results = ctx.Queue()
         self._request_queues = [ctx.Queue() for _ in specs]
         self._buffer: dict[int, list[Completion]] = defaultdict(list)
         self._gen_tokens = [0] * len(specs)
         self._gen_busy = [0.0] * len(specs)
+        self._loads = [[0, 0.0, 0] for _ in specs]  # per generator: loads, seconds, bytes
+        self._acks: dict[str, int] = defaultdict(int)
         self._next_queue = 0
-        self._procs = []
-        for rank, spec in enumerate(specs):
-            proc = ctx.Process(
-                target=_generator_main,
-                args=(rank, spec, self._slots, self._slot_versions, self._version, self._lock,
-                      self._request_queues[rank], self._results, self._stop, max_lag,
-                      max_concurrent, admit_min, fixed_lag, version),
-                daemon=True,
-                name=f"scalerl-generator-{rank}",
-            )
-            proc.start()
-            self._procs.append(proc)
-        ready = 0
-        deadline = time.monotonic() + start_timeout_s
-        while ready < len(specs):
-            kind, rank, payload, _, _ = self._get(deadline)
-            if kind == "ready":
-                ready += 1
+        self._last_check = 0.0
+        self._timeout_s = start_timeout_s  # also of each weight-transfer call
+        try:
+            if transport == "shm":  # two slots free-running; the last fixed_lag + 1 versions
+                n_slots = 2 if fixed_lag is None else fixed_lag + 1
+                self._slots = HostSlots.create(self.layout, n_slots, ctx)
+                self.bytes_pushed = self._slots.write(version, stream)
+            for rank, spec in enumerate(specs):
+                proc = ctx.Process(
+                    target=_generator_main,
+                    args=(rank, spec, self._slots, self._request_queues[rank], self._results,
+                          self._stop, max_lag, max_concurrent, admit_min, fixed_lag, version),
+                    daemon=True,
+                    name=f"scalerl-generator-{rank}",
+                )
+                proc.start()
+                self._procs.append(proc)
+            self._ready = 0
+            deadline = time.monotonic() + start_timeout_s
+            while self._ready < len(specs):
+                self._drain(deadline)
+            if self._slots is not None:
+                self._slots.unlink()  # every process has mapped the files
+            else:
+                from scalerl.rollout.vllm_transfer import VllmPusher
+
+                self._pusher = VllmPusher(transport, _GeneratorClient(self, workers_per_generator),
+                                          self.layout, len(specs) * workers_per_generator)
+                self._pusher.start()
+                self.bytes_pushed = self._pusher.push(stream, version)
+        except BaseException:
+            self.close()
+            raise
 
     # -- trainer side ----------------------------------------------------------------------
     def submit(self, batch_index: int, requests: Sequence[Request]) -> None:
@@ -328,22 +408,30 @@ class Pipeline:
             if reqs:
                 q.put(("work", batch_index, reqs))
 
-    def push_weights(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
-        """Publish the trainer's weights as policy `version`; free-running generators switch at
-        their next step, fixed-schedule ones load it for the batch that needs it."""
+    def push_weights(self, weights: Mapping[str, torch.Tensor] | WeightStream,
+                     version: int) -> None:
+        """Publish the trainer's weights (a state dict, or a stream in the layout's order:
+        consumed once) as policy `version`; free-running generators switch at their next step,
+        fixed-schedule ones load it for the batch that needs it. Wakes sleeping generators
+        first."""
         if version <= self.version:
             raise ValueError(f"version {version} must increase (current {self.version})")
-        slot = version % len(self._slots)
-        self._acquire_lock()
-        try:
-            with torch.no_grad():
-                for name, tensor in weights.items():
-                    self._slots[slot][name].copy_(tensor.detach())
-            self._slot_versions[slot] = version
-            self._version.value = version
-        finally:
-            self._lock.release()
+        if self._asleep:
+            self._rpc("wake_up", None, self.version)
+            self._asleep = False
+        stream = as_stream(weights, self._dtype)
+        if self._slots is not None:
+            self.bytes_pushed = self._slots.write(version, stream, wait=self._poll_alive)
+        else:
+            self.bytes_pushed = self._pusher.push(stream, version)
         self.version = version
+
+    def pause_for_update(self) -> None:
+        """Before an optimizer step: generators that share the trainer's device sleep (free
+        their KV cache) when `sleep_during_update`; the next push wakes them."""
+        if self.sleep_during_update and not self._asleep:
+            self._rpc("sleep", None, self.version)
+            self._asleep = True
 
     def collect(self, batch_index: int, n: int, timeout_s: float = 3600.0) -> list[Completion]:
         """Wait for the `n` completions of batch `batch_index`; others stay buffered."""
@@ -372,6 +460,12 @@ class Pipeline:
         """(tokens generated, seconds spent decoding) summed over generators, so far."""
         return sum(self._gen_tokens), sum(self._gen_busy)
 
+    def load_stats(self) -> tuple[int, float, int]:
+        """(weight loads, seconds loading, bytes loaded) summed over generators, so far (the
+        loads reported by the messages drained up to now)."""
+        return (sum(n for n, _, _ in self._loads), sum(s for _, s, _ in self._loads),
+                sum(b for _, _, b in self._loads))
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the generators (discarding work in flight) and join them."""
         self._stop.set()
@@ -392,6 +486,11 @@ class Pipeline:
                 proc.terminate()
                 proc.join(timeout_s)
         self._procs = []
+        if self._slots is not None:
+            self._slots.unlink()
+        if self._pusher is not None:
+            self._pusher.close()
+            self._pusher = None
 
     def __enter__(self) -> Pipeline:
         return self
@@ -400,14 +499,37 @@ class Pipeline:
         self.close()
 
     # -- internals -------------------------------------------------------------------------
+    def _rpc(self, method: str, payload: Any, version: int) -> None:
+        """Run one weight-transfer call in every generator (`payload` a list: one each) and
+        wait for all of them to acknowledge it."""
+        before = self._acks[method]
+        for k, q in enumerate(self._request_queues):
+            q.put(("rpc", method, payload[k] if isinstance(payload, list) else payload,
+                   version))
+        deadline = time.monotonic() + self._timeout_s
+        while self._acks[method] < before + len(self._request_queues):
+            self._drain(deadline)
+
     def _drain(self, deadline: float) -> None:
-        kind, rank, payload, tokens, busy = self._get(deadline)
+        """Take one message from the generators and file it."""
+        self._file(self._get(deadline))
+
+    def _file(self, msg: tuple) -> None:
+        kind, rank, payload, tokens, busy = msg
         if kind == "done":
             for c in payload:
                 batch_index = c.request.tag[0]
                 self._buffer[batch_index].append(c)
             self._gen_tokens[rank] = tokens
             self._gen_busy[rank] = busy
+        elif kind == "loaded":
+            _, seconds, nbytes = payload
+            stats = self._loads[rank]
+            stats[0], stats[1], stats[2] = stats[0] + 1, stats[1] + seconds, stats[2] + nbytes
+        elif kind == "ack":
+            self._acks[payload] += 1
+        elif kind == "ready":
+            self._ready += 1
 
     def _check_alive(self) -> None:
         """GeneratorError naming the first generator process that has exited."""
@@ -418,11 +540,25 @@ class Pipeline:
             raise GeneratorError(f"generator process {name} (pid {pid}) exited with code {code} "
                                  "before finishing its work")
 
-    def _acquire_lock(self) -> None:
-        """The weights lock; a generator killed while holding it (loading a push) would block
-        the trainer forever, so wait in slices and check the generators between them."""
-        while not self._lock.acquire(timeout=1.0):
+    def _poll_alive(self) -> None:
+        """While waiting for a weight slot: the generators' liveness at most once a second
+        (one killed while loading would hold the slot forever), and their messages."""
+        now = time.monotonic()
+        if now - self._last_check >= 1.0:
+            self._last_check = now
+            try:  # file what came in (an error message explains a death best)
+                while True:
+                    msg = self._results.get_nowait()
+                    if msg[0] == "error":
+                        self._raise(msg)
+                    self._file(msg)
+            except queue.Empty:
+                pass
             self._check_alive()
+
+    def _raise(self, msg: tuple) -> None:
+        self.close()
+        raise GeneratorError(f"generator {msg[1]} failed:\n{msg[2]}")
 
     def _get(self, deadline: float) -> tuple:
         while True:
@@ -434,6 +570,5 @@ class Pipeline:
                     raise TimeoutError("timed out waiting for the generator processes") from None
                 continue
             if msg[0] == "error":
-                self.close()
-                raise GeneratorError(f"generator {msg[1]} failed:\n{msg[2]}")
+                self._raise(msg)
             return msg

@@ -18,7 +18,9 @@ Columns (all non-null):
                                       last tokens (PipelineRL switches weights mid-sequence)
     trainer_version                   the trainer's version when it trained on the sample
                                       (= step - 1)
-    staleness                         trainer_version - version_started (0 on-policy)
+    staleness                         trainer_version - version_started (0 on-policy); an
+                                      upper bound where vLLM gives no per-token versions
+                                      (scalerl.rollout.vllm_contract)
     prompt_tokens, n_tokens           prompt length; generated + inserted tokens
     truncated, interrupted            hit the cap without eos; interruption text inserted
     reward, correct                   the recipe's reward (length penalty included) and the

@@ -48,6 +48,7 @@ from scalerl.rl.prompts import PromptSource
 from scalerl.rollout.base import Completion, Engine, Request
 from scalerl.rollout.budget import GenerationBudget
 from scalerl.rollout.config import draw_think_budget
+from scalerl.rollout.weight_transfer import WeightStream
 
 __all__ = ["Follower", "OnPolicyRollouts", "PPORollouts", "PipelineRollouts", "RequestFactory"]
 
@@ -117,6 +118,9 @@ class _InProcess:
         """The newest weights, loaded into the engine when the next batch is generated (an
         engine that shares the trainer's model copies them onto themselves: nothing)."""
         self._weights = weights
+
+    def pause_for_update(self) -> None:
+        """Nothing: the engine generates only between optimizer steps."""
 
     def gen_stats(self) -> tuple[int, float]:
         return self.gen_tokens, self.gen_seconds
@@ -194,15 +198,22 @@ class PipelineRollouts:
 
     def __init__(self, specs: list[EngineSpec], factory: RequestFactory, batch_prompts: int,
                  max_lag: int, max_concurrent: int, version: int,
-                 weights: Mapping[str, torch.Tensor],
+                 weights: Mapping[str, torch.Tensor] | WeightStream,
                  issued: list[tuple[int, list[Request]]] | None = None,
-                 fixed_lag: int | None = None, world: World = SINGLE):
+                 fixed_lag: int | None = None, world: World = SINGLE,
+                 pipeline_options: Mapping[str, Any] | None = None):
+        """`pipeline_options`: keyword arguments of every node's `Pipeline` (dtype,
+        transport, workers_per_generator, sleep_during_update)."""
         self.world = world
         self.factory = factory
         self.batch_prompts = batch_prompts
         self.max_lag = max_lag
-        self.pipe = (Pipeline(specs, weights, version, max_lag, max_concurrent,
-                              fixed_lag=fixed_lag) if world.is_node_leader else None)
+        self.pipe = None
+        if world.is_node_leader:
+            self.pipe = Pipeline(specs, weights, version, max_lag, max_concurrent,
+                                 fixed_lag=fixed_lag, **dict(pipeline_options or {}))
+        else:
+            _drain(weights)
         self.issued: dict[int, list[Request]] = {}  # main rank: every request of a batch
         self.parts: dict[int, list[Request]] = {}  # node leaders: this node's share
         resumed = dict(issued or [])  # the same on every rank (the trainer state's)
@@ -237,13 +248,23 @@ class PipelineRollouts:
         # do not depend on which generator, node or sequence finished first
         return sorted((c for got in gathered for c in got), key=lambda c: c.request.sample_idx)
 
-    def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
-        """Push the new weights on every node, then issue batch version + max_lag."""
+    def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor] | WeightStream],
+                   version: int) -> None:
+        """Push the new weights on every node (the other ranks drain the stream's gathers),
+        then issue batch version + max_lag."""
         if self.pipe is not None:
             self.pipe.push_weights(weights(), version)
+        else:
+            _drain(weights())
         nxt = version + self.max_lag
         if self.world.broadcast_object(nxt not in self.issued if self.world.is_main else None):
             self._issue(nxt, None)
+
+    def pause_for_update(self) -> None:
+        """Before the optimizer step: generators sharing a trainer device may sleep
+        (`Pipeline.pause_for_update`; the next push wakes them)."""
+        if self.pipe is not None:
+            self.pipe.pause_for_update()
 
     def gen_stats(self) -> tuple[int, float]:
         """(tokens generated, seconds decoding) over every node's generators."""
@@ -259,6 +280,13 @@ class PipelineRollouts:
             self.pipe.close()
 
 
+def _drain(weights: Mapping[str, torch.Tensor] | WeightStream) -> None:
+    """A rank that pushes nothing still takes part in a stream's gathers."""
+    if not isinstance(weights, Mapping):
+        for _ in weights:
+            pass
+
+
 class Follower:
     """A rank other than the main one in the in-process modes: the main rank generates, this
     rank trains on its share (every method returns nothing and exchanges nothing)."""
@@ -267,6 +295,9 @@ class Follower:
         return None
 
     def after_step(self, weights: Callable[[], Mapping[str, torch.Tensor]], version: int) -> None:
+        pass
+
+    def pause_for_update(self) -> None:
         pass
 
     def gen_stats(self) -> tuple[int, float]:

@@ -30,7 +30,11 @@ Columns (`STEPS_SCHEMA`, all non-null; NaN marks "not measured"):
     seq_ratio_mean              GSPO's sequence-level ratio (geometric mean of ρ per sequence)
                                 averaged over sequences; NaN for the other losses
     (the four are NaN when no token was trained; files from before them read as NaN)
-    staleness_mean, staleness_max policy lag (trainer version − oldest token version)
+    staleness_mean, staleness_max policy lag (trainer version − oldest token version); exact
+                                with per-token versions (HF engine, vLLM's synchronous
+                                engine, vLLM >= 0.32's weight_versions spans), an upper bound
+                                without spans (each phase labelled with its first version:
+                                scalerl.rollout.vllm_contract)
     gen_tokens_per_s            generator throughput while decoding, since the last step
     train_tokens_per_s          trained tokens / time of forward + backward + optimizer
     lr                          learning rate used by this step

@@ -33,8 +33,11 @@ of the FSDP2-sharded policy (`scalerl.parallel.shard`). Only a few things depend
 size, each a seam in one place: the policy's sharding, where generation runs (PipelineRL
 generators on every node, run by its first rank, `scalerl.rl.rollouts.PipelineRollouts`; the
 in-process engine on the main rank), how the generators' weights are gathered
-(`publish_weights`: the model's own state dict at one rank; at several, into the CPU memory of
-the ranks that generate, one parameter at a time, never a full copy on a GPU:
+(`publish_weights`: PipelineRL generators get a stream of the policy's tensors in their own
+dtype, each parameter once, gathered one at a time at several ranks and never as a full copy on
+a GPU, `scalerl.rl.weights.PolicyWeights`, over the transport their placement allows,
+`scalerl.rollout.weight_transfer.choose_transport`; the in-process engines get the model's own
+state dict at one rank and at several its copy gathered into the main rank's CPU memory,
 `scalerl.parallel.checkpoint.gathered_state_dict`) and how checkpoints are written
 (`_Chunk.save`: one directory, or DCP shards + the full model dir). Every RunConfig field means
 the same at every size: recipe resolution, gen_len budgets, numerics, devices, tracker,
@@ -253,6 +256,7 @@ class _Chunk:
     rollouts: Any = None  # main rank only
     rollout_log: Any = None  # scalerl.rl.rollout_log.RolloutLog: rollouts.parquet rows
     tracker: Any = None  # scalerl.tracking.Tracker: steps rows to W&B/MLflow/TensorBoard
+    push_stream: Any = None  # PipelineRL: scalerl.rl.weights.PolicyWeights (the generators')
 
     @property
     def model(self) -> Any:
@@ -334,15 +338,17 @@ class _Chunk:
                                  write_main=write_main)
 
 
-def publish_weights(run: _Chunk, pipeline: bool) -> Mapping[str, torch.Tensor]:
-    """The policy's weights for the generators (module docstring): the HF model's own state
-    dict at one rank; at several, gathered into the CPU memory of the ranks that generate (the
-    main rank; with PipelineRL every node's leader) and {} elsewhere (a collective)."""
+def publish_weights(run: _Chunk, pipeline: bool) -> Any:
+    """The policy's weights for the generators (module docstring): with PipelineRL the stream
+    of its tensors in the generators' dtype (`run.push_stream`, consumed by the push: a
+    collective at several ranks); in-process the HF model's own state dict at one rank, at
+    several gathered into the main rank's CPU memory and {} elsewhere (a collective)."""
     world = run.world
+    if pipeline:
+        return run.push_stream
     if not world.distributed:
         return run.model.state_dict()
-    return gathered_state_dict(run.policy,
-                               keep=world.is_main or (pipeline and world.is_node_leader))
+    return gathered_state_dict(run.policy, keep=world.is_main)
 
 
 def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | Path,
@@ -406,6 +412,10 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
     else:
         rollout_state = run.load(state, resumed)
         _load_optimizer(run, load_from, state)
+    if pipeline:  # every parameter once, in the generators' dtype (tied head once)
+        from scalerl.rl.weights import PolicyWeights
+
+        run.push_stream = PolicyWeights(policy, model_cfg.dtype)
     weights = publish_weights(run, pipeline)  # a collective at several ranks
     run.rollouts = _make_rollouts(cfg, recipe, run, model_cfg, load_from, prompts, gen_envs,
                                   threads, rollout_state, weights)
@@ -459,6 +469,12 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         first = run.world.node * len(gen_envs)  # generator index over every node
+        options = pipeline_options(cfg, model_cfg, colocated=not any(gen_envs),
+                                   cuda=device.type == "cuda")
+        if engine_cfg.vllm is not None:  # the generators' side of the transport
+            engine_cfg = engine_cfg.replace(vllm={
+                "weight_transfer": options["transport"],
+                "sleep_during_update": options["sleep_during_update"]})
         specs = [EngineSpec(build_generator_engine, {
             "model_path": model_cfg.name, "model_cfg": model_cfg,
             "engine_cfg": _nth_engine(engine_cfg, cfg, first + i), "env": env},
@@ -466,7 +482,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
             for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights, rollout_state.get("issued"),
-                                fixed_lag=cfg.pipeline_fixed_lag, world=run.world)
+                                fixed_lag=cfg.pipeline_fixed_lag, world=run.world,
+                                pipeline_options=options)
     if not run.world.is_main:
         return Follower()
     if cfg.engine != "hf":
@@ -486,6 +503,27 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
         rollouts.load_state_dict(rollout_state)
         return rollouts
     return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, lambda: first)
+
+
+def pipeline_options(cfg: RunConfig, model_cfg: Any, *, colocated: bool, cuda: bool) -> dict:
+    """Every node's `Pipeline` options: the generators' dtype, the weight transport of their
+    placement (`choose_transport`: `colocated` = they share the node leader's device), vLLM
+    workers per generator, and whether they sleep during the optimizer step."""
+    from scalerl.rollout.weight_transfer import choose_transport
+
+    vllm = cfg.engine == "vllm"
+    async_engine = False
+    if vllm and cfg.vllm.inflight_updates != "step":
+        from scalerl.rollout.vllm_engine import has_async_pause
+
+        async_engine = cfg.vllm.inflight_updates == "pause" or has_async_pause()
+    transport = choose_transport(cfg.vllm.weight_transfer if vllm else "shm", engine=cfg.engine,
+                                 async_engine=async_engine, cuda=cuda,
+                                 fixed_lag=cfg.pipeline_fixed_lag, colocated=colocated)
+    return {"dtype": model_cfg.dtype, "transport": transport,
+            "workers_per_generator": cfg.vllm.tensor_parallel_size if vllm else 1,
+            "sleep_during_update": bool(vllm and async_engine and cuda and colocated
+                                        and cfg.vllm.sleep_during_update)}
 
 
 def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path) -> None:
@@ -519,6 +557,7 @@ def _loop(run: _Chunk, recipe: Any, chunk_end: int, threads: int, partial: Path)
             shares = split_shares(scored, world.size)
         share: RankShare = world.scatter_object(shares)
         batch = share.pad(pad_id)
+        run.rollouts.pause_for_update()  # colocated generators may free their KV cache
         t_train = time.perf_counter()
         metrics = optimizer_step(run.policy, run.optimizer, run.scheduler, batch, recipe,
                                  temperature=cfg.temperature, micro_groups=cfg.train_micro_batch,

@@ -39,7 +39,9 @@ summed over the micro-batches (steps.parquet's time_* columns).
 Mixed precision (`StepNumerics`): parameters, gradients and AdamW state stay in
 `param_dtype` (float32: the master weights), the body's forward/backward runs under
 `torch.autocast(compute_dtype)` when that is lower, and the LM head + log-softmax always in
-float32 when the recipe's `fp32_lm_head` is on (never autocast). With float32 master weights
+float32 when the recipe's `fp32_lm_head` is on (never autocast; its GEMM operands are
+`numerics.lm_head_operands`: bfloat16 with fp32 accumulation on CUDA, as vLLM's FP32 head, so
+the head runs on tensor cores; float32 on CPU). With float32 master weights
 an AdamW update of ~lr = 5e-7 changes every weight; with bfloat16 parameters (8-bit mantissa)
 any update below half a bf16 ulp of the weight rounds away (half an ulp is 2^-9..2^-8·|w|):
 at lr 5e-7 only weights with |w| < ~2.6e-4 can move (about 1 % at init std 0.02; measured in
@@ -154,18 +156,21 @@ def _hf_model(policy):
     return policy.model if isinstance(policy, ScoringPolicy) else policy
 
 
-def _score(policy, mb: TrainBatch, recipe: Any, temperature: float, chunk: int, real: bool):
+def _score(policy, mb: TrainBatch, recipe: Any, temperature: float, chunk: int, real: bool,
+           operands: str | None = None):
     """Log-probabilities and entropies [N, L] of a micro-batch (through the root forward of a
-    ScoringPolicy, so FSDP's root hooks run)."""
+    ScoringPolicy, so FSDP's root hooks run); `operands`: the FP32 head's GEMM operands."""
     token_mask = mb.loss_mask if chunk and real else None
     if isinstance(policy, ScoringPolicy):
         return policy(mb.input_ids, mb.attention_mask, fp32_lm_head=recipe.fp32_lm_head,
-                      temperature=temperature, token_mask=token_mask, chunk_tokens=chunk)
+                      temperature=temperature, token_mask=token_mask, chunk_tokens=chunk,
+                      head_operands=operands)
     from scalerl.models.logprobs import sequence_logprobs
 
     return sequence_logprobs(policy, mb.input_ids, mb.attention_mask,
                              fp32_lm_head=recipe.fp32_lm_head, temperature=temperature,
-                             return_entropy=True, token_mask=token_mask, chunk_tokens=chunk)
+                             return_entropy=True, token_mask=token_mask, chunk_tokens=chunk,
+                             head_operands=operands)
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -228,6 +233,7 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
         normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
     device = next(policy.parameters()).device
     chunk = numerics.logprob_chunk_tokens
+    operands = numerics.head_operands(device)
     # [loss, entropy sum, ratio·tokens, clip·tokens, loss tokens, real tokens, positions,
     #  mismatch_kl·tokens, seq_ratio·sequences, sequences (GSPO)]
     sums = torch.zeros(10, dtype=torch.float64)
@@ -240,7 +246,8 @@ def optimizer_step(policy, optimizer, scheduler, batch: TrainBatch | None, recip
             real = i < len(parts)
             mb = (parts[i] if real else _dummy(device)).to(device)
             with step_precision(policy, numerics):
-                logp, entropy = _score(policy, mb, recipe, temperature, chunk, real)  # [N, L]
+                logp, entropy = _score(policy, mb, recipe, temperature, chunk, real,
+                                       operands)  # [N, L]
             t1 = time.perf_counter()
             t_logprob += t1 - t0
             if not real:

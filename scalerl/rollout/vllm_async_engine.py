@@ -1,20 +1,40 @@
-"""`AsyncVLLMEngine`: the engine contract on vLLM's `AsyncLLM`, with pause/resume weight updates.
+"""`AsyncVLLMEngine`: the engine contract on vLLM's `AsyncLLM`, with weights updated in flight
+through vLLM's weight-transfer API.
 
 vLLM's asynchronous engine runs its engine core in its own process and keeps decoding while
-this process does other work (the PipelineRL generator loop, grading). Its RL API does an
-in-flight weight update in four calls, all used here (`update_weights`):
+this process does other work (the PipelineRL generator loop, grading). An in-flight weight
+update is vLLM's RL round trip:
 
     await llm.pause_generation(mode="keep", clear_cache=False)  # requests frozen, KV kept
-    await llm.collective_rpc("load_packed_weights", ...)      # vLLM's reload_weights
-    await llm.update_weight_version(str(version))               # labels the next tokens
+    await llm.start_weight_update()                              # vLLM's layerwise reload
+    await llm.update_weights(WeightTransferUpdateRequest(...))   # the bytes, per backend
+    await llm.finish_weight_update(str(version))                 # reload done, version set
     await llm.resume_generation()
 
 Running requests keep their KV cache and continue with the new weights (PipelineRL). The
-per-token policy versions come from vLLM itself: the engine core labels every step's output
-with its weight version, and a finished request reports `weight_versions` spans
-(`WeightVersionSpan(version, start, end)` over its output tokens), so no token is mislabelled
-by the asynchrony. The tensors travel to the engine-core process by vLLM's serializer (fine
-for one node; NCCL/IPC weight transfer, `init_weight_transfer_engine`, is left out).
+engine is built with a weight-transfer backend (`VllmSettings.weight_transfer`, resolved by
+the trainer: `scalerl.rollout.weight_transfer.choose_transport`):
+
+- `shm` (backend `scalerl_shm`, `scalerl.rollout.vllm_worker`): the engine core maps the host
+  weight slots once (`init_weight_transfer_engine` with their paths) and an update names the
+  slot to load. `update_weights` takes the slot of a `SlotWeights` (what PipelineRL generators
+  pass) as it is, and copies any other mapping into a staging slot of its own first; either
+  way the tensors reach the model without passing through vLLM's RPC serializer.
+- `nccl` / `ipc` (vLLM's own engines, `scalerl_nccl` / `scalerl_ipc`): the trainer drives the
+  round trip (`scalerl.rollout.vllm_transfer`); `transfer_rpc` runs each call it forwards here.
+
+Every backend re-ties tied weights on the worker (`scalerl.rollout.vllm_worker`).
+
+`sleep()` / `wake_up()`: vLLM's sleep level 1 keeping requests (their KV is recomputed after
+waking), for a generator that shares the trainer's device (`VllmSettings.sleep_during_update`).
+
+Per-token policy versions: the engine core labels every step's output with its weight version
+and a finished request reports `weight_versions` spans (`WeightVersionSpan(version, start,
+end)`), so no token is mislabelled by the asynchrony. A vLLM without spans
+(`scalerl.rollout.vllm_contract`, `contract.exact_versions` False) gets each phase's tokens
+labelled with the version at the phase's start: staleness is then an upper bound. At start the
+engine checks the contract (version, the FP32 head in the loaded model, pause keeping
+requests).
 
 Everything else is `scalerl.rollout.vllm_engine.VLLMEngine`'s: processed logprobs, the FP32
 head switch, the two-phase forced interruption, `VllmSettings`. Seeds: with one seed per
@@ -51,9 +71,10 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
+from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine
 from scalerl.rollout.vllm_engine import _Sample, settings_of
-
-WORKER_EXTENSION = "scalerl.rollout.vllm_worker.ScalerlWorker"
+from scalerl.rollout.vllm_worker import BACKENDS
+from scalerl.rollout.weight_transfer import HostSlots, MappingStream, SlotWeights
 
 
 class AsyncVLLMEngine(Engine):
@@ -74,6 +95,8 @@ class AsyncVLLMEngine(Engine):
             logprobs_mode="processed_logprobs", generation_config="vllm",
             max_num_seqs=cfg.max_batch, trust_remote_code=trust_remote_code,
             worker_extension_cls=WORKER_EXTENSION, **self.settings.engine_kwargs(),
+            weight_transfer_config={"backend": BACKENDS[
+                "shm" if self.settings.weight_transfer == "auto" else self.settings.weight_transfer]},
         )
         if fp32_lm_head:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
@@ -82,10 +105,13 @@ class AsyncVLLMEngine(Engine):
                                         name="scalerl-vllm-async")
         self._thread.start()
         self.llm = self._call(self._start(kwargs))
+        model_config = self.llm.model_config
+        self.contract = check_engine(
+            model_config, lambda: self._call(self.llm.collective_rpc("scalerl_head_dtype")),
+            fp32_lm_head, needs_pause=True)
         self.version = version
         self._call(self.llm.update_weight_version(str(version)))
         self.tokenizer = self.llm.get_tokenizer()
-        model_config = self.llm.model_config
         self.max_context = model_config.max_model_len
         self.eos_ids = eos_token_ids(self.tokenizer, model_config.hf_config)
         self.think_end_ids = encode_text(self.tokenizer, THINK_END_TEXT)
@@ -94,6 +120,8 @@ class AsyncVLLMEngine(Engine):
         self._done: queue.Queue = queue.Queue()  # Completion, or an exception of a task
         self._n_in_flight = 0
         self._tasks: set = set()
+        self._attached: tuple | None = None  # paths of the host slots the engine core maps
+        self._staging: HostSlots | None = None  # for update_weights of plain mappings
 
     @classmethod
     def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig
@@ -125,20 +153,72 @@ class AsyncVLLMEngine(Engine):
         return self._n_in_flight
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        from scalerl.rollout.vllm_worker import pack_tensors
+        """In-flight update from host slots (module docstring): a `SlotWeights` as it is, any
+        other mapping through this engine's staging slot."""
+        if self.settings.weight_transfer not in ("auto", "shm"):
+            raise RuntimeError(
+                f"this engine receives weights through vLLM's {self.settings.weight_transfer} "
+                "transfer, driven by the trainer (scalerl.rollout.vllm_transfer); "
+                "update_weights with tensors needs vllm.weight_transfer: shm")
+        if isinstance(state_dict, SlotWeights):
+            slots, slot = state_dict.slots, state_dict.slot
+        else:
+            slots, slot = self._stage(state_dict), 0
+        if self._attached != tuple(slots.paths):
+            self._call(self.llm.init_weight_transfer_engine(
+                _init_request(slots.attach_info())))
+            self._attached = tuple(slots.paths)
+        self.transfer_rpc("start_weight_update", None, version)
+        try:
+            self.transfer_rpc("update_weights", {"slot": slot}, version)
+        except BaseException:
+            self._call(self.llm.resume_generation())
+            raise
+        self.transfer_rpc("finish_weight_update", None, version)
 
-        self._call(self._update(pack_tensors(state_dict.items()), version))
+    def _stage(self, state_dict: Mapping[str, torch.Tensor]) -> HostSlots:
+        """A one-slot host buffer holding `state_dict` (re-created when its tensors change)."""
+        import multiprocessing
 
-    async def _update(self, packed: list, version: int) -> None:
-        await self.llm.pause_generation(mode="keep", clear_cache=False)
-        try:  # vLLM's reload_weights in the worker (scalerl.rollout.vllm_worker)
-            await self.llm.collective_rpc("load_packed_weights", args=(packed,))
-            if self.settings.enable_prefix_caching:
-                await self.llm.reset_prefix_cache()
-            await self.llm.update_weight_version(str(version))
-            self.version = version
-        finally:
-            await self.llm.resume_generation()
+        stream = MappingStream(state_dict)
+        if self._staging is None or self._staging.layout != stream.layout:
+            if self._staging is not None:
+                self._staging.unlink()
+            self._staging = HostSlots.create(stream.layout, 1, multiprocessing.get_context())
+        self._staging.write(0 if self._staging.newest < 0 else self._staging.newest + 1, stream)
+        return self._staging
+
+    def transfer_rpc(self, method: str, payload, version: int):
+        """One call of vLLM's weight-transfer round trip, in this engine: start_weight_update
+        pauses (keeping requests), finish_weight_update sets `version` and resumes; also
+        init_weight_transfer_engine, update_weights, sleep and wake_up."""
+        return self._call(self._transfer(method, payload, version))
+
+    async def _transfer(self, method: str, payload, version: int):
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        llm = self.llm
+        if method == "init_weight_transfer_engine":
+            await llm.init_weight_transfer_engine(_init_request(payload))
+        elif method == "start_weight_update":
+            await llm.pause_generation(mode="keep", clear_cache=False)
+            await llm.start_weight_update()
+        elif method == "update_weights":
+            await llm.update_weights(WeightTransferUpdateRequest(update_info=payload))
+        elif method == "finish_weight_update":
+            try:
+                await llm.finish_weight_update(str(version))
+                if self.settings.enable_prefix_caching:
+                    await llm.reset_prefix_cache()
+                self.version = version
+            finally:
+                await llm.resume_generation()
+        elif method == "sleep":
+            await llm.sleep(level=1, mode="keep")
+        elif method == "wake_up":
+            await llm.wake_up()
+        else:
+            raise ValueError(f"unknown weight-transfer call {method!r}")
 
     def step(self) -> list[Completion]:
         if not self._n_in_flight:
@@ -158,6 +238,8 @@ class AsyncVLLMEngine(Engine):
         return done
 
     def close(self) -> None:
+        if getattr(self, "_staging", None) is not None:
+            self._staging.unlink()
         if getattr(self, "llm", None) is None:
             return
         for task in self._tasks:
@@ -209,6 +291,7 @@ class AsyncVLLMEngine(Engine):
                                 output_kind=RequestOutputKind.DELTA)
         tokens: list[int] = []
         logprobs: list[float] = []
+        start_version = self.version  # the label of every token when vLLM gives no spans
         final = None
         async for out in self.llm.generate({"prompt_token_ids": context}, params,
                                            f"a{next(self._ids)}"):
@@ -221,7 +304,7 @@ class AsyncVLLMEngine(Engine):
                 logprobs.append(float(entry[tok].logprob))
             final = piece
         versions = _expand_spans(getattr(final, "weight_versions", None), len(tokens),
-                                 self.version)
+                                 start_version)
         sample.token_ids.extend(tokens)
         sample.logprobs.extend(logprobs)
         sample.loss_mask.extend([True] * len(tokens))
@@ -236,8 +319,15 @@ async def _cancel_pending() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _init_request(init_info: dict):
+    from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+    return WeightTransferInitRequest(init_info=init_info)
+
+
 def _expand_spans(spans, n_tokens: int, fallback: int) -> list[int]:
-    """Per-token versions from vLLM's `WeightVersionSpan`s (labels are our str(version))."""
+    """Per-token versions from vLLM's `WeightVersionSpan`s (labels are our str(version));
+    without spans every token gets `fallback` (the version at the phase's start)."""
     if not spans:
         return [fallback] * n_tokens
     out = [fallback] * n_tokens

@@ -15,9 +15,11 @@ reuses KV computed with older weights.
 - logprobs: `SamplingParams(logprobs=0)` returns the sampled token's logprob;
   `logprobs_mode="processed_logprobs"` makes it log softmax(logits / temperature), the
   distribution actually sampled from.
-- FP32 LM head: vLLM's own switch `hf_overrides={"head_dtype": "float32"}` (its
-  `LogitsProcessor` then computes `F.linear(h.float(), W.float())`), set from
-  `ModelConfig.fp32_lm_head`.
+- FP32 LM head: vLLM's own switch `hf_overrides={"head_dtype": "float32"}`, set from
+  `ModelConfig.fp32_lm_head` (its `LogitsProcessor` then computes `torch.mm(h, W.t(),
+  out_dtype=float32)` on CUDA: bf16 operands, fp32 accumulation; `F.linear(h.float(),
+  W.float())` elsewhere). Checked in the loaded model at start with the rest of the vLLM
+  contract (`scalerl.rollout.vllm_contract`): a vLLM that ignores the switch is refused.
 - forced interruption, two-phase: phase 1 samples at most `think_budget` tokens; if the sample
   neither stopped nor produced `</think>`, the interruption text is appended (loss-masked) and
   phase 2 (a new vLLM request whose prompt is prompt + phase-1 tokens + inserted text) samples
@@ -34,14 +36,16 @@ reuses KV computed with older weights.
   `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
   (phase 2: + 1), so a sample does not depend on batching.
 - pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
-  clear_cache=False)` / `resume_generation()` (`has_async_pause()`), `from_pretrained` builds
+  clear_cache=False)` / `resume_generation()` (`has_async_pause()`, which inspects the
+  signature: `scalerl.rollout.vllm_contract.pause_keeps_requests`), `from_pretrained` builds
   `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
   (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
   other path: it steps the core itself, so between two `step()` calls it is paused by
   construction and the same reload runs without the asynchronous round trip.
 
-Deliberately left out: NCCL weight broadcast to other processes (weights are passed as tensors
-within the process; with tensor_parallel_size > 1 vLLM ships them to its workers).
+Deliberately left out: weight transfer to another process (the tensors are passed within the
+process, host-slot views in a PipelineRL generator; with tensor_parallel_size > 1 vLLM ships
+them to its workers): the asynchronous engine has it.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
+from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine, pause_keeps_requests
 from scalerl.rollout.vllm_settings import VllmSettings
 
 
@@ -78,12 +83,9 @@ def settings_of(cfg: EngineConfig) -> VllmSettings:
 
 
 def has_async_pause() -> bool:
-    """Whether the installed vLLM's AsyncLLM has pause_generation/resume_generation."""
-    try:
-        from vllm.v1.engine.async_llm import AsyncLLM
-    except ImportError:
-        return False
-    return hasattr(AsyncLLM, "pause_generation") and hasattr(AsyncLLM, "resume_generation")
+    """Whether the installed vLLM's AsyncLLM can pause keeping in-flight requests (its
+    pause_generation takes mode="keep"), not just whether it has the method."""
+    return pause_keeps_requests()
 
 
 def _reseed_worker(worker, seed: int) -> None:
@@ -143,12 +145,16 @@ class VLLMEngine(Engine):
             generation_config="vllm",  # ignore the model's sampling defaults (top_p, ...)
             max_num_seqs=cfg.max_batch,
             trust_remote_code=trust_remote_code,
+            worker_extension_cls=WORKER_EXTENSION,
             **self.settings.engine_kwargs(),
         )
         if fp32_lm_head:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
         self.llm = LLM(**kwargs)
         self.engine = self.llm.llm_engine
+        self.contract = check_engine(self.engine.model_config,
+                                     lambda: self.engine.collective_rpc("scalerl_head_dtype"),
+                                     fp32_lm_head)
         self.cfg = cfg
         self.version = version
         self.fp32_lm_head = fp32_lm_head

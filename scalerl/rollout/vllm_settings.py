@@ -17,6 +17,11 @@ what else is in the batch (the asynchronous engine of PipelineRL generators does
 reproduce them: scheduling timing enters). `seed_per_request: true` gives every request the seed of (seed, prompt_id,
 sample_idx) (batch-independent samples, as the HF engine does), at the slow path's cost.
 
+Weights and memory: `weight_transfer` picks the transport of new weights to PipelineRL
+generators (`scalerl.rollout.weight_transfer.choose_transport`), `sleep_during_update` frees a
+colocated generator's KV cache during the optimizer step (`engine_kwargs` then asks for
+vLLM's sleep mode, CUDA only).
+
 Deliberately left out: vLLM options the trainer's numerics depend on (dtype, FP32 LM head,
 logprobs mode: set by the model config and the engine itself) and multi-node settings.
 """
@@ -54,9 +59,11 @@ class VllmSettings(Config):
         1, "devices one engine shards the model over (each generator needs this many)", ge=1,
     )
     enable_prefix_caching: bool = field_(
-        False, "reuse KV blocks of identical prompt prefixes (the G samples of a prompt). The "
-        "cache is reset after each weight update, but blocks still held by in-flight requests "
-        "survive it, so a later request may reuse KV computed with older weights",
+        True, "reuse KV blocks of identical prompt prefixes (the G samples of a prompt share "
+        "their prompt; a phase-2 request re-reads its phase-1 context). The cache is reset "
+        "after each weight update, but blocks still held by in-flight requests survive it, so "
+        "a later request may reuse prompt KV computed with older weights (as the in-flight "
+        "requests themselves do)",
     )
     inflight_updates: str = field_(
         "auto", "how weights change under running requests: pause = vLLM's AsyncLLM "
@@ -66,6 +73,19 @@ class VllmSettings(Config):
         "generators where the installed vLLM has that API, step for evaluation and the "
         "in-process modes (no update under running requests there, and the synchronous core "
         "reproduces a batch from the engine seed)", choices=("auto", "pause", "step"),
+    )
+    weight_transfer: str = field_(
+        "auto", "how new weights reach PipelineRL generators: shm = host shared-memory slots "
+        "(CPU, HF engine, the fixed schedule); ipc = CUDA IPC from the pushing rank's device "
+        "(a generator sharing it); nccl = vLLM's NCCL weight transfer (generators on devices "
+        "of their own); auto picks by placement (scalerl.rollout.weight_transfer)",
+        choices=("auto", "shm", "ipc", "nccl"),
+    )
+    sleep_during_update: bool = field_(
+        False, "a generator sharing a trainer rank's CUDA device sleeps during each optimizer "
+        "step (vLLM sleep level 1: KV cache freed, weights to host memory; in-flight requests "
+        "kept and their KV recomputed after waking) so the step can use that memory; "
+        "ignored elsewhere",
     )
     seed: int | None = field_(
         None, "the engine's sampling seed; null: the run seed + the generator's index", ge=0,
@@ -77,10 +97,11 @@ class VllmSettings(Config):
 
     def for_blocking_use(self) -> VllmSettings:
         """These settings for an engine that only runs blocking `generate` calls (evaluation,
-        on-policy, PPO): `inflight_updates: auto` becomes `step` (see the field)."""
-        if self.inflight_updates != "auto":
-            return self
-        return dataclasses.replace(self, inflight_updates="step")
+        on-policy, PPO): `inflight_updates: auto` becomes `step` (see the field); it never
+        sleeps (it runs between optimizer steps) and gets weights as tensors."""
+        mode = "step" if self.inflight_updates == "auto" else self.inflight_updates
+        return dataclasses.replace(self, inflight_updates=mode, sleep_during_update=False,
+                                   weight_transfer="shm")
 
     def engine_seed(self, run_seed: int, engine_index: int = 0) -> int:
         """The seed engine `engine_index` (a generator's rank, 0 in-process) samples with."""
@@ -97,6 +118,8 @@ class VllmSettings(Config):
         }
         if self.kv_cache_mb:
             kwargs["kv_cache_memory_bytes"] = self.kv_cache_mb << 20
+        if self.sleep_during_update:
+            kwargs["enable_sleep_mode"] = True
         if self.max_model_len:
             kwargs["max_model_len"] = self.max_model_len
         return kwargs

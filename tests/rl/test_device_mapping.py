@@ -75,3 +75,24 @@ def test_cpu_ranks_count_one_device_each():
     cfg = RunConfig(generators=1)
     assert resolve_devices(cfg, True, World()) == ([{}], 1)
     assert resolve_devices(cfg, True, World(rank=1, size=2, local_size=2)) == ([{}], 2)
+
+
+def test_the_weight_transport_follows_the_placement():
+    from scalerl.models.config import ModelConfig
+    from scalerl.rl.trainer import pipeline_options
+
+    model = ModelConfig(dtype="bfloat16")
+    pause = RunConfig(engine="vllm", vllm=VllmSettings(inflight_updates="pause",
+                                                       sleep_during_update=True))
+    own = pipeline_options(pause, model, colocated=False, cuda=True)
+    assert own == {"dtype": "bfloat16", "transport": "nccl", "workers_per_generator": 1,
+                   "sleep_during_update": False}  # only a generator sharing a device sleeps
+    shared = pipeline_options(pause, model, colocated=True, cuda=True)
+    assert (shared["transport"], shared["sleep_during_update"]) == ("ipc", True)
+    for cfg in (RunConfig(engine="hf"), pause.replace(pipeline_fixed_lag=0),
+                pause.replace(vllm={"inflight_updates": "step"})):
+        assert pipeline_options(cfg, model, colocated=True, cuda=True)["transport"] == "shm"
+    assert pipeline_options(pause, model, colocated=False, cuda=False)["transport"] == "shm"
+    with pytest.raises(ConfigError, match="NCCL refuses two ranks on one GPU"):
+        pipeline_options(pause.replace(vllm={"weight_transfer": "nccl"}), model,
+                         colocated=True, cuda=True)

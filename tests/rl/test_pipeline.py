@@ -1,8 +1,9 @@
 """Plumbing of PipelineRL-k (`scalerl.rl.pipeline`) with a trivial counting engine.
 
 The engine below is deliberately fake: these tests check the process plumbing (weights
-reaching the generator under the lock, lag control, error propagation), not generation. The
-real engines run through the same `Pipeline` in tests/rl/test_trainer*.py.
+reaching the generator through the host slots, lag control, error propagation, the control
+calls a colocated generator sleeps and wakes by), not generation. The real engines run through
+the same `Pipeline` in tests/rl/test_pipeline_weights.py and tests/rl/test_trainer*.py.
 """
 
 import time
@@ -32,12 +33,16 @@ class CountingEngine(Engine):
         self.version = -1
         self.live: list[tuple[Request, list[float], list[int]]] = []
         self.cohorts: list[int] = []  # size of every submit() call so far
+        self.asleep = False
+        self.calls: list[str] = []  # transfer_rpc calls so far
 
     def submit(self, requests):
         self.cohorts.append(len(requests))
         self.live.extend((r, [], []) for r in requests)
 
     def step(self):
+        if self.asleep:
+            raise RuntimeError("stepped while asleep")
         time.sleep(self.step_sleep_s)
         done, keep = [], []
         for req, logps, versions in self.live:
@@ -48,9 +53,11 @@ class CountingEngine(Engine):
             versions.append(self.version)
             n = self.n_tokens or req.max_new_tokens
             if len(logps) == n:
-                # text: the admission cohorts so far (read by the admission test)
+                # text: the admission cohorts so far (read by the admission test) and the
+                # control calls (read by the sleep test)
+                text = ",".join(map(str, self.cohorts)) + "|" + ",".join(self.calls)
                 done.append(Completion(req, [1] * n, logps, [True] * n, versions,
-                                       ",".join(map(str, self.cohorts)), "stop", False, False))
+                                       text, "stop", False, False))
             else:
                 keep.append((req, logps, versions))
         self.live = keep
@@ -60,8 +67,14 @@ class CountingEngine(Engine):
         return len(self.live)
 
     def update_weights(self, state_dict, version):
+        if self.asleep:
+            raise RuntimeError("weights loaded while asleep")
         self.w = float(state_dict["w"][0])
         self.version = version
+
+    def transfer_rpc(self, method, payload, version):
+        self.calls.append(method)
+        self.asleep = {"sleep": True, "wake_up": False}[method]
 
 
 def make_engine(**kwargs):
@@ -188,7 +201,7 @@ def test_generator_admits_new_sequences_in_cohorts(admit_min, cohorts):
                   admit_min=admit_min) as pipe:
         pipe.submit(0, reqs)
         batch = pipe.collect(0, n=12)
-    assert max((c.text for c in batch), key=len) == cohorts
+    assert max((c.text.split("|")[0] for c in batch), key=len) == cohorts
 
 
 # -- fixed schedule (fixed_lag = d) ------------------------------------------------------------
@@ -205,7 +218,7 @@ def _run_fixed(fixed_lag: int, max_lag: int, trainer_sleep_s: float, gen_sleep_s
         for v in range(start, start + steps):
             batch = pipe.collect(v, n=4)
             versions[v] = {ver for c in batch for ver in c.versions}
-            cohorts[v] = {c.text for c in batch}
+            cohorts[v] = {c.text.split("|")[0] for c in batch}
             mismatches += sum(lp != ver for c in batch for lp, ver in zip(c.logprobs, c.versions))
             time.sleep(trainer_sleep_s)
             pipe.push_weights({"w": torch.tensor([float(v + 1)])}, v + 1)
@@ -235,3 +248,51 @@ def test_fixed_lag_must_keep_the_lag_bound():
     with pytest.raises(ValueError, match="fixed_lag = 3 must be in"):
         Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=2, max_concurrent=4,
                  fixed_lag=3)
+
+
+def test_colocated_generators_sleep_during_the_update_and_wake_before_the_push():
+    spec = EngineSpec(make_engine, {"n_tokens": 2}, threads=1)
+    with Pipeline([spec, spec], {"w": torch.tensor([0.0])}, version=0, max_lag=0,
+                  max_concurrent=8, sleep_during_update=True) as pipe:
+        pipe.submit(0, _requests(0))
+        assert {c.text for c in pipe.collect(0, n=4)} == {"2|"}  # a group per generator
+        pipe.pause_for_update()  # both generators acknowledged: asleep now
+        pipe.push_weights({"w": torch.tensor([1.0])}, 1)  # wakes them, then the new weights
+        pipe.submit(1, _requests(1))
+        batch = pipe.collect(1, n=4)
+    assert {c.text.split("|")[1] for c in batch} == {"sleep,wake_up"}
+    assert all(c.logprobs == [1.0, 1.0] for c in batch)
+
+
+def test_a_push_writes_only_the_layout_bytes():
+    spec = EngineSpec(make_engine, {}, threads=1)
+    weights = {"w": torch.zeros(3), "tied": torch.zeros(4, 2)}
+    weights["alias"] = weights["tied"]  # a second name of the same tensor is not sent again
+    with Pipeline([spec], weights, version=0, max_lag=1, max_concurrent=4,
+                  dtype="bfloat16") as pipe:
+        assert pipe.bytes_pushed == (3 + 8) * 2
+        assert dict(pipe.layout.aliases) == {"alias": "tied"}
+        pipe.push_weights(weights, 1)
+        assert pipe.bytes_pushed == (3 + 8) * 2
+        with pytest.raises(ValueError, match="not a tensor of this pipeline's layout"):
+            pipe.push_weights({"other": torch.zeros(1)}, 2)
+
+
+def test_a_failed_start_leaves_no_weight_files():
+    import os
+
+    from scalerl.rollout.weight_transfer import _shm_dir, weight_layout
+
+    class Mislabelled:  # a stream whose tensors are not its layout's
+        layout = weight_layout([("w", torch.zeros(1))])
+
+        def __iter__(self):
+            yield "x", torch.zeros(1)
+
+    mine = f"scalerl-weights-{os.getpid()}-"
+    spec = EngineSpec(make_engine, {"fail": True}, threads=1)
+    with pytest.raises(GeneratorError):  # the generator fails
+        Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)
+    with pytest.raises(ValueError, match="'x' is not a tensor"):  # the first push fails
+        Pipeline([spec], Mislabelled(), version=0, max_lag=1, max_concurrent=4)
+    assert not [p for p in os.listdir(_shm_dir()) if p.startswith(mine)]

@@ -15,7 +15,7 @@ from scalerl.rollout.vllm_settings import (
 def test_defaults_start_at_the_paper_lengths():
     s = VllmSettings()
     assert s.engine_kwargs() == {"gpu_memory_utilization": 0.5, "enforce_eager": False,
-                                 "tensor_parallel_size": 1, "enable_prefix_caching": False}
+                                 "tensor_parallel_size": 1, "enable_prefix_caching": True}
     # ScaleRL 12k thinking + 2k answer + 15 interruption tokens, a 600-token prompt
     paper = resolve_max_model_len(s, 12288 + 15 + 2048, 600)
     assert paper.max_model_len == 600 + 14351
@@ -41,6 +41,10 @@ def test_one_seed_per_engine():
 def test_blocking_engines_take_the_synchronous_path():
     assert VllmSettings().for_blocking_use().inflight_updates == "step"
     assert VllmSettings(inflight_updates="pause").for_blocking_use().inflight_updates == "pause"
+    blocking = VllmSettings(sleep_during_update=True, weight_transfer="nccl").for_blocking_use()
+    assert (blocking.sleep_during_update, blocking.weight_transfer) == (False, "shm")
+    assert "enable_sleep_mode" not in blocking.engine_kwargs()
+    assert VllmSettings(sleep_during_update=True).engine_kwargs()["enable_sleep_mode"]
 
 
 def test_longest_prompt_tokens():
