@@ -14,6 +14,12 @@ Math families (answer in `\\boxed{}`; thinking 8-53 characters):
 - `lin`  linear equations with a positive integer solution, difficulty = number of steps:
   1 `x+5=20 x=` -> `20-5=15`; 2 `3x+5=20 x=` -> `20-5=15 15/3=5`;
   3 `5x+5=2x+17 x=` -> `5x-2x=3x 17-5=12 12/3=4`; 4 `3(x+2)+4=25 x=` -> `25-4=21 21/3=7 7-2=5`.
+- `chain` a running value of one-digit additions and subtractions that stays in 0-9,
+  difficulty = number of steps (1-12): `5+3-6+2=` -> `<think>5+3=8 8-6=2 2+2=4</think>\\boxed{4}`.
+  Every step is the same one-digit fact, so the pass rate falls steadily with the number of
+  steps (errors compound) and the thinking grows by 6 tokens per step (7 to 73 tokens with
+  the tags): difficulty is length, and a longer generation budget really opens the longer
+  chains.
 
 Code families (write `f` from input/output examples; the answer is a fenced Python block; the
 think names the inferred rule; hidden tests are 5 inputs different from the shown ones):
@@ -45,6 +51,7 @@ MATH_FAMILIES: dict[str, tuple[int, ...]] = {
     "sub": (1, 2, 3, 4, 5, 6),
     "mul": (1, 2, 3, 4, 5, 6),
     "lin": (1, 2, 3, 4),
+    "chain": tuple(range(1, 13)),
 }
 CODE_DIFFICULTIES: tuple[int, ...] = (1, 2, 3, 4)
 _MAX_TRIES = 50  # redraws to avoid a duplicate prompt before accepting one
@@ -126,8 +133,23 @@ def _lin(rng: random.Random, d: int) -> tuple[str, str, str]:
     raise ValueError(f"lin: difficulty {d} is not supported; choose from {MATH_FAMILIES['lin']}")
 
 
+def _chain(rng: random.Random, d: int) -> tuple[str, str, str]:
+    value = rng.randint(0, 9)
+    prompt, steps = str(value), []
+    for _ in range(d):  # each step adds or subtracts 1-9, the running value stays 0..9
+        if value == 9 or (value > 0 and rng.random() < 0.5):
+            t = rng.randint(1, value)
+            steps.append(f"{value}-{t}={value - t}")
+            prompt, value = prompt + f"-{t}", value - t
+        else:
+            t = rng.randint(1, 9 - value)
+            steps.append(f"{value}+{t}={value + t}")
+            prompt, value = prompt + f"+{t}", value + t
+    return prompt + "=", " ".join(steps), str(value)
+
+
 _MATH: dict[str, Callable[[random.Random, int], tuple[str, str, str]]] = {
-    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin,
+    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin, "chain": _chain,
 }
 
 

@@ -33,7 +33,7 @@ def test_addition_matches_the_feasibility_format():
     assert len(cols) == 2 and ex.solution.endswith(f"</think>\\boxed{{{a + b}}}")
 
 
-@pytest.mark.parametrize("family", ["add", "sub", "mul", "lin"])
+@pytest.mark.parametrize("family", ["add", "sub", "mul", "lin", "chain"])
 def test_scratchpad_arithmetic_is_right(family):
     for ex in generate_math(60, 1, families=(family,)):
         for step in think(ex.solution).split(" "):
@@ -59,6 +59,24 @@ def test_known_subtraction_and_linear_solutions():
         py = lambda s: re.sub(r"(\d)(x|\()", r"\1*\2", s)  # noqa: E731
         assert eval(py(lhs), env) == eval(py(rhs), env)  # noqa: S307
     assert seen == {1: 1, 2: 2, 3: 3, 4: 3}
+
+
+def test_chain_is_a_running_value_one_step_per_operation():
+    for d in (1, 4, 12):
+        for ex in generate_math(30, d, difficulties=(d,), families=("chain",)):
+            ops = re.findall(r"[+-]\d", ex.prompt[:-1])
+            steps = think(ex.solution).split(" ")
+            assert len(ops) == len(steps) == d  # difficulty = number of steps
+            value = int(ex.prompt[0])
+            for op, step in zip(ops, steps):
+                assert step == f"{value}{op}={value + int(op)}"
+                value += int(op)
+                assert 0 <= value <= 9  # every intermediate is one digit
+            assert ex.answer == str(value)
+    # the thinking grows by one step (5 characters and a space) per difficulty level
+    means = [sum(len(think(e.solution)) for e in exs) / len(exs) for exs in (
+        generate_math(40, 0, difficulties=(d,), families=("chain",)) for d in range(1, 13))]
+    assert means == [6 * d - 1 for d in range(1, 13)]
 
 
 def test_generators_are_deterministic_and_seed_dependent():
