@@ -16,7 +16,7 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
   racing rule of `scalerl.fit.racing.race`: A's interval clearly below the best's, or, with
-  no interval of A, the recent pass rate clearly below the leader's),
+  no interval of A, the recent pass rate clearly below the run's own start),
   "continue", or "finished" once it reached its final compute;
 - `forecast_table(rows, verdicts, ...)`: the text table (run, latest, predicted final
   [interval of the one eval the user will observe, `scalerl.fit.intervals`], A [calibrated

@@ -23,8 +23,10 @@ square `backtest_rmse`; the mean-curve widening factor is `interval_widening`).
 percentiles only, with `bootstrap_method = "residuals"` the intervals of this module before
 calibration, which covered real finals far less often than nominal).
 
-`recent_reward` / `recent_se`: the mean eval of the latest half of the compute so far and its
-standard error (`recent_level`), what racing compares while no interval of A exists.
+`recent_reward`: the mean eval of the latest half of the compute so far (`recent_level`);
+`recent_gain` = recent_reward - R0 and its standard error `recent_gain_se` (the recent mean's
+and R0's in quadrature): racing stops a run whose pass rate fell clearly below its start even
+while no interval of A exists.
 
 `reached_c_mid` is False while the points have not reached the sigmoid's C_mid (largest
 fitted compute < C_mid): before the midpoint A is weakly determined (the curve's bend is not
@@ -111,14 +113,15 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("backtest_rmse", pa.float64()),  # their forecast errors' root mean square
     # mean eval of the latest half of the compute so far, and its standard error (racing)
     pa.field("recent_reward", pa.float64()),
-    pa.field("recent_se", pa.float64()),
+    pa.field("recent_gain", pa.float64()),  # recent_reward - R0
+    pa.field("recent_gain_se", pa.float64()),
 ])
 # Columns added with calibrated intervals (each a `Prediction` field of the same name).
 INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo", "C_mid_hi",
                     "interval_status", "confidence", "eval_se", "interval_widening",
                     "backtest_n", "backtest_rmse")
 # Columns a predictions file written before they existed lacks; read (and written) empty.
-RECENT_COLUMNS = ("recent_reward", "recent_se")
+RECENT_COLUMNS = ("recent_reward", "recent_gain", "recent_gain_se")
 OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS)
 
 
@@ -151,7 +154,8 @@ class Prediction:
     backtest_n: int = 0
     backtest_rmse: float = NAN
     recent_reward: float = NAN  # see `recent_level`
-    recent_se: float = NAN
+    recent_gain: float = NAN  # recent_reward - R0
+    recent_gain_se: float = NAN
 
 
 def _empty(form: str, n_points: int, status: str, warning: str,
@@ -166,8 +170,7 @@ def recent_level(compute, reward, n_samples=None) -> tuple[float, float]:
     `compute`, `reward` [N] (compute > 0, sorted), `n_samples` [N] graded samples per eval or
     None. The se is binomial at the mean with each eval's n when known (a floor: samples of
     one prompt are correlated, `scalerl.fit.noise`), else the points' noise sd
-    (`noise_sd`, NaN under 3 points) over sqrt(k). What `scalerl.fit.racing` compares when no
-    calibrated interval of A exists yet."""
+    (`noise_sd`, NaN under 3 points) over sqrt(k)."""
     c, y = np.asarray(compute, float).ravel(), np.asarray(reward, float).ravel()
     if not c.size:
         return NAN, NAN
@@ -179,6 +182,18 @@ def recent_level(compute, reward, n_samples=None) -> tuple[float, float]:
         if np.isfinite(n).all() and (n >= 1).all():
             return mean, float(np.sqrt(np.sum(binomial_se(mean, n, clip=True) ** 2)) / k)
     return mean, (noise_sd(y) / np.sqrt(k) if y.size >= 3 else NAN)
+
+
+def _recent_gain(c, y, n_used, sel, c_all, n_samples) -> tuple[float, float, float]:
+    """(recent_reward, recent_gain, recent_gain_se) of the fitted points `c`, `y` [N]: R0's se
+    is binomial with the compute-0 evals' samples when known, else the points' noise sd."""
+    recent, se = recent_level(c, y, n_used)
+    r0_se = noise_sd(y) if y.size >= 3 else NAN
+    if n_samples is not None and sel.r0_source == "compute-0 point" and 0 <= sel.r0 <= 1:
+        n0 = np.asarray(n_samples, float).ravel()[c_all == 0]  # [evals at compute 0]
+        if n0.size and np.isfinite(n0).all() and (n0 >= 1).all():
+            r0_se = float(binomial_se(sel.r0, n0.sum(), clip=True))
+    return recent, recent - sel.r0, float(np.hypot(se, r0_se))
 
 
 def _standardised_residuals(y, fitted, weights) -> np.ndarray:
@@ -326,7 +341,7 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
     sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
     reached = bool(c.max() >= sig.C_mid)
     prefixes = _PrefixFits(c, y, sel.r0, config, weights)
-    recent = recent_level(c, y, n_used)
+    recent, gain, gain_se = _recent_gain(c, y, n_used, sel, c_all, n_samples)
     out, pl = [], None
     for form in forms:
         c_mid = c_mid_draws = None
@@ -364,7 +379,8 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
             C_mid=NAN if c_mid is None else float(c_mid), C_mid_lo=iv.C_mid[0],
             C_mid_hi=iv.C_mid[1], interval_status=iv.status, confidence=config.confidence,
             eval_se=iv.eval_se, interval_widening=iv.widening, backtest_n=iv.backtest_n,
-            backtest_rmse=iv.backtest_rmse, recent_reward=recent[0], recent_se=recent[1]))
+            backtest_rmse=iv.backtest_rmse, recent_reward=recent, recent_gain=gain,
+            recent_gain_se=gain_se))
     return out
 
 

@@ -24,15 +24,16 @@ seeds are judged without it).
 
 Observed fallback (`observed=True`, the default): where the rule above cannot decide because
 the group or the best has no interval of A (sparse evals: a calibrated interval needs a
-backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), the
-groups are compared on what they have shown, `recent_reward` (the mean eval of the latest half
-of their compute, `scalerl.fit.predict.recent_level`) with its standard error. A group past
-min_fraction is stopped when the group with the highest recent reward leads it by more than
-the noise: lead - z se_lead > max(margin, the seed spreads of the recent rewards), z the
-one-sided normal quantile at the predictions' `confidence`, se_lead = sqrt(se_best^2 + se^2).
-This judges the present, not the ceiling: a run that would overtake later (a larger A reached
-at a larger C_mid) can be stopped wrongly, which is why it only acts where A cannot, and
-`--no-observed` turns it off. Everything else is kept, with the reason. Stopping saves the compute a run has
+backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), a
+group past min_fraction is stopped when its pass rate fell clearly below its own start:
+`recent_gain` (the mean eval of the latest half of its compute minus R0,
+`scalerl.fit.predict`) + z se < -margin, z the one-sided normal quantile at the predictions'
+`confidence` (seeds: mean gain, se of the mean). A sigmoid never falls below R0, so such a run
+is not on a rising curve (a diverged or broken run; a collapse after a peak is the rule above).
+It does not compare runs on their present pass rates: a run behind now can reach the higher A
+later (a larger C_mid), and on synthetic sweeps (benchmarks/bench_prediction.py) that
+comparison stopped the best run in a third of them. `--no-observed` turns it off.
+Everything else is kept, with the reason. Stopping saves the compute a run has
 not spent yet: compute / compute_fraction - compute.
 
 The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
@@ -108,15 +109,14 @@ def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dic
              "A": None, "A_lo": None, "A_hi": None, "spread": 0.0,
              "no_interval": sorted(set(_interval_status(usable[~usable.index.isin(
                  bounded.index)]))) if len(bounded) < len(usable) else []}
-        seen = sub[np.isfinite(sub["recent_reward"].astype(float))
-                   & np.isfinite(sub["recent_se"].astype(float))
-                   & (sub["status"] != "collapsed")] if "recent_reward" in sub.columns \
+        seen = sub[np.isfinite(sub["recent_gain"].astype(float))
+                   & np.isfinite(sub["recent_gain_se"].astype(float))
+                   & (sub["status"] != "collapsed")] if "recent_gain" in sub.columns \
             else sub.iloc[:0]
-        s.update(recent=None, recent_se=None, recent_spread=0.0)
+        s.update(gain=None, gain_se=None)
         if len(seen):
-            r, se = seen["recent_reward"].astype(float), seen["recent_se"].astype(float)
-            s.update(recent=float(r.mean()), recent_se=float(np.sqrt((se ** 2).sum()) / len(se)),
-                     recent_spread=float(r.max() - r.min()))
+            gain, se = seen["recent_gain"].astype(float), seen["recent_gain_se"].astype(float)
+            s.update(gain=float(gain.mean()), gain_se=float(np.sqrt((se ** 2).sum()) / len(se)))
         if len(usable):
             s.update(A=float(usable["A"].mean()),
                      spread=float(usable["A"].max() - usable["A"].min()))
@@ -126,19 +126,16 @@ def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dic
     return out
 
 
-def _observed_lead(g: dict, leader: dict | None, leader_name, margin: float,
-                   z: float) -> tuple[bool, str]:
+def _fell_below_start(g: dict, margin: float, z: float) -> tuple[bool, str]:
     """The observed fallback (module docstring): stop?, and why."""
-    if leader is None or g["recent"] is None:
-        return False, "no recent evals to compare"
-    lead = leader["recent"] - g["recent"]
-    se = float(np.hypot(leader["recent_se"], g["recent_se"]))
-    tie = max(margin, g["recent_spread"], leader["recent_spread"])
-    text = (f"observed: recent pass rate {g['recent']:.3f} vs the leader's ({leader_name}) "
-            f"{leader['recent']:.3f}, lead {lead:.3f} - {z:.2f} x se {se:.3f}")
-    if lead - z * se > tie:
-        return True, f"{text} > {tie:.3f} (no interval of A yet)"
-    return False, f"{text} <= {tie:.3f}: not clearly behind"
+    if g["gain"] is None:
+        return False, "no recent evals to judge"
+    bound = g["gain"] + z * g["gain_se"]
+    text = (f"observed: recent pass rate - R0 = {g['gain']:+.3f}, upper bound {bound:+.3f} "
+            f"(+ {z:.2f} x se {g['gain_se']:.3f})")
+    if bound < -margin:
+        return True, f"{text} < -{margin:g}: it fell below its start (no interval of A yet)"
+    return False, f"{text} >= -{margin:g}: not below its start"
 
 
 def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
@@ -155,8 +152,6 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
               and summary[g]["A_lo"] is not None]
     best = max(ranked, key=lambda g: summary[g]["A"]) if ranked else None
     b = summary[best] if best else None
-    seen = [g for g in summary if summary[g]["recent"] is not None]
-    leader = max(seen, key=lambda g: summary[g]["recent"]) if seen else None
     conf = latest["confidence"].astype(float) if "confidence" in latest.columns else None
     conf = float(conf.dropna().iloc[0]) if conf is not None and conf.notna().any() else 0.95
     z = float(norm.ppf(conf))
@@ -177,8 +172,8 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
             reason = ("no usable prediction yet (too few points)" if g["A"] is None else
                       f"no interval of A yet ({', '.join(g['no_interval']) or 'none'})"
                       if g["A_lo"] is None else "no run has an interval of A yet")
-            if observed and name != leader:
-                stop, why = _observed_lead(g, summary.get(leader), leader, margin, z)
+            if observed:
+                stop, why = _fell_below_start(g, margin, z)
                 reason += f"; {why}"
             else:
                 reason += "; the data cannot support an A decision, so none"

@@ -137,25 +137,28 @@ def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
 
 
 def test_observed_fallback_without_an_interval_of_a():
-    """No run has an interval of A (sparse evals): the groups are compared on their recent
-    pass rate. z = 1.645 (one-sided, confidence 0.95). frozen: lead 0.200 - 0.125 = 0.075,
-    se = hypot(0.02, 0.015) = 0.025, 0.075 - 1.645 * 0.025 = 0.0339 > margin 0.02: stop.
-    close: lead 0.03, se = hypot(0.02, 0.02) = 0.0283, 0.03 - 0.0465 < 0.02: keep."""
-    def sparse(run, a, status, recent, se, fraction=0.5):
+    """No run has an interval of A (sparse evals): a run past min_fraction is stopped only when
+    its pass rate fell clearly below its start. z = 1.645 (one-sided, confidence 0.95).
+    broken: gain -0.080 + 1.645 x 0.020 = -0.0471 < -0.02: stop; dipped: -0.030 + 1.645 x
+    0.015 = -0.0053 >= -0.02: keep; flat (gain 0) and behind (below learn, above its start):
+    keep, whatever the others do (the present does not bound A); early: under min_fraction."""
+    def sparse(run, a, status, gain, se, fraction=0.5):
         return {**row(run, a, np.nan, np.nan, fraction=fraction, status="not_converged"),
-                "interval_status": status, "confidence": 0.95, "recent_reward": recent,
-                "recent_se": se}
+                "interval_status": status, "confidence": 0.95, "recent_reward": 0.125 + gain,
+                "recent_gain": gain, "recent_gain_se": se}
 
-    df = pd.DataFrame([sparse("learn", 0.16, "no_backtest", 0.200, 0.020),
-                       sparse("frozen", 0.13, "before_c_mid", 0.125, 0.015),
-                       sparse("close", 0.18, "no_backtest", 0.170, 0.020),
-                       sparse("early", 0.10, "no_backtest", 0.100, 0.015, fraction=0.2)])
+    df = pd.DataFrame([sparse("learn", 0.30, "no_backtest", 0.150, 0.020),
+                       sparse("behind", 0.18, "no_backtest", 0.020, 0.020),
+                       sparse("flat", 0.13, "before_c_mid", 0.0, 0.015),
+                       sparse("dipped", 0.12, "before_c_mid", -0.030, 0.015),
+                       sparse("broken", 0.05, "no_backtest", -0.080, 0.020),
+                       sparse("early", 0.05, "no_backtest", -0.080, 0.020, fraction=0.2)])
     result = race(df, task="math", margin=0.02, min_fraction=0.3)
-    assert decisions(result) == {"learn": "keep", "frozen": "stop", "close": "keep",
-                                 "early": "keep"}
+    assert decisions(result) == {"learn": "keep", "behind": "keep", "flat": "keep",
+                                 "dipped": "keep", "broken": "stop", "early": "keep"}
     reasons = {d["run"]: d["reason"] for d in result["decisions"]}
-    assert "lead 0.075 - 1.64 x se 0.025 > 0.020" in reasons["frozen"]
-    assert "before_c_mid" in reasons["frozen"] and "not clearly behind" in reasons["close"]
+    assert "upper bound -0.047 (+ 1.64 x se 0.020) < -0.02" in reasons["broken"]
+    assert "no_backtest" in reasons["broken"] and "not below its start" in reasons["dipped"]
     assert "min_fraction" in reasons["early"]
     # the same data without the fallback: no interval, no decision
     assert set(decisions(race(df, task="math", observed=False)).values()) == {"keep"}
@@ -173,5 +176,8 @@ def test_recent_level_hand_set():
     assert mean == pytest.approx(0.2275) and se == pytest.approx(0.015127, abs=1e-6)
     assert recent_level(c, y)[1] == pytest.approx(noise_sd(y) / 2)
     assert np.isnan(recent_level(c[:2], y[:2])[1])
+    # gain over R0 = 0.125 (192 samples: se sqrt(0.125 x 0.875 / 192) = 0.023867)
     p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192))[0]
-    assert (p.recent_reward, p.recent_se) == pytest.approx((mean, se))
+    assert p.recent_reward == pytest.approx(mean)
+    assert p.recent_gain == pytest.approx(0.1025)
+    assert p.recent_gain_se == pytest.approx(np.hypot(0.015127, 0.023867), abs=1e-6)
