@@ -134,7 +134,7 @@ def _fell_below_start(g: dict, margin: float, z: float) -> tuple[bool, str]:
     text = (f"observed: recent pass rate - R0 = {g['gain']:+.3f}, upper bound {bound:+.3f} "
             f"(+ {z:.2f} x se {g['gain_se']:.3f})")
     if bound < -margin:
-        return True, f"{text} < -{margin:g}: it fell below its start (no interval of A yet)"
+        return True, f"{text} < -{margin:g}: it fell below its start"
     return False, f"{text} >= -{margin:g}: not below its start"
 
 
