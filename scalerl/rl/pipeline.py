@@ -57,10 +57,10 @@ consumed every batch below V, so no generator still needs a version below V − 
 slot held. With per-sample seeds (`scalerl.rollout.hf_engine`) and one thread per process, a
 batch's completions are then a function of the weights and the requests alone, and two runs
 of the same config give the same samples and weights (bit-identical on CPU; docs/design.md,
-"Reproducibility"). The cost: a
-generator cannot start the next batch while the tail of the current one decodes, and with
-d = 1 generation of batch s overlaps the trainer's step on batch s − 1 only (BENCHMARKS.md,
-"PipelineRL fixed schedule"). `fixed_lag` None is the free-running pipeline above.
+"Reproducibility"). The cost: a generator cannot start the next batch while the tail of the
+current one decodes, and with d = 1 generation of batch s overlaps the trainer's step on batch
+s − 1 only (BENCHMARKS.md, "Default sweep", S7). `fixed_lag` None is the free-running pipeline
+above.
 
 Admission in cohorts: a generator that has sequences in flight admits new ones only when at
 least `admit_min` rows are free (default half of `max_concurrent`) or the work left is
