@@ -23,7 +23,7 @@ A run whose curve collapsed (status "collapsed") is stopped once past min_fracti
 seeds are judged without it).
 
 Observed fallback (`observed=True`, the default): where the rule above cannot decide because
-the group or the best has no interval of A (sparse evals: a calibrated interval needs a
+the group has no interval of A (sparse evals: a calibrated interval needs a
 backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), a
 group past min_fraction is stopped when its pass rate fell clearly below its own start:
 `recent_gain` (the mean eval of the latest half of its compute minus R0,
@@ -168,10 +168,9 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
                       f"{min_fraction:.0%}): A is not yet trusted")
         elif row["status"] == "collapsed":
             stop, reason = True, "the run collapsed (reward fell well below its peak)"
-        elif g["A"] is None or g["A_lo"] is None or best is None:
+        elif g["A"] is None or g["A_lo"] is None:  # (a group with an interval ranks: best)
             reason = ("no usable prediction yet (too few points)" if g["A"] is None else
-                      f"no interval of A yet ({', '.join(g['no_interval']) or 'none'})"
-                      if g["A_lo"] is None else "no run has an interval of A yet")
+                      f"no interval of A yet ({', '.join(g['no_interval']) or 'none'})")
             if observed:
                 stop, why = _fell_below_start(g, margin, z)
                 reason += f"; {why}"
@@ -268,8 +267,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
                         "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
     parser.add_argument("--no-observed", dest="observed", action="store_false",
-                        help="no observed fallback: never stop a run while it or the best has "
-                        "no interval of A (see scalerl.fit.racing)")
+                        help="no observed fallback: never stop a run while it has no interval "
+                        "of A (see scalerl.fit.racing)")
     parser.add_argument("--out", help="decisions.json")
     add_fit_options(parser)
 
