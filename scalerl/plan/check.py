@@ -30,6 +30,7 @@ import dataclasses
 
 from scalerl.plan.memory import (
     DTYPE_BYTES,
+    HEAD_GEMM_TEXT,
     VLLM_BLOCK_TOKENS,
     GiB,
     MiB,
@@ -94,6 +95,8 @@ class PlanReport:
             f"{inp.micro_tokens:,} tokens x {inp.micro_batches} micro-batches"
             f"{' per rank' if inp.trainer_ranks > 1 else ''}, {ckpt} "
             f"checkpointing, log-prob chunk {chunk}",
+            f"  FP32 head GEMM: {HEAD_GEMM_TEXT[inp.head_gemm]}" if inp.fp32_lm_head else
+            "  LM head in the compute dtype (fp32_lm_head off)",
             f"  trainer ranks: {inp.trainer_ranks} (FSDP2 over {inp.nodes} node(s) x "
             f"{inp.devices} device(s))" if inp.trainer_ranks > 1 else
             f"  trainer ranks: 1 ({inp.devices} device(s))",

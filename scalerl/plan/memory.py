@@ -43,7 +43,8 @@ Trainer (one process; `trainer_terms`):
   (four float32 [C, V] tensors: logits, log-softmax, the entropy's exp, their gradient;
   measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`; + 2*C*V, the gradient's
   bf16 copy, with bf16 head operands) + the fp32 head copies (+ V*h*2 for the bf16 copy of
-  the weight with bf16 operands);
+  the weight with bf16 operands; + V*h*4 and 4*C*V where those operands are upcast to float32
+  for want of `torch.mm(..., out_dtype=float32)`: `lm_head_gemm` upcast);
   one layer's backward: t*(c*i + 3*p*h) of gradients (measured), + t*A with checkpointing
   (the layer is recomputed first).
   `benchmarks/bench_plan.py` measures the live tensors of this path on CPU (tiny Llama and
@@ -101,13 +102,20 @@ import dataclasses
 from scalerl.config import Config, field_
 from scalerl.plan.arch import ModelArch
 
-__all__ = ["DTYPE_BYTES", "GiB", "PlanInputs", "Term", "backward_peak_bytes", "generator_terms",
+__all__ = ["DTYPE_BYTES", "GiB", "HEAD_GEMMS", "HEAD_GEMM_TEXT", "PlanInputs", "Term",
+           "backward_peak_bytes", "generator_terms",
            "kept_activation_bytes", "kv_capacity_tokens", "trainer_terms"]
 
 GiB = 1 << 30
 MiB = 1 << 20
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPES = tuple(DTYPE_BYTES)
+HEAD_GEMMS = ("mm_out_dtype", "upcast", "float32")  # = scalerl.models.logprobs.HEAD_GEMMS
+HEAD_GEMM_TEXT = {
+    "mm_out_dtype": "torch.mm(bf16, bf16, out_dtype=float32), tensor cores",
+    "upcast": "bf16 operands upcast to float32 (no out_dtype mm in this torch), CUDA cores",
+    "float32": "float32 x float32, CUDA cores",
+}
 LOSS_BYTES_PER_TOKEN = 64  # ids, masks, old/new log-probs, advantages, loss terms (estimate)
 LOGPROB_LIVE_COPIES = 4  # float32 [C, V] tensors at the backward peak (measured 4.1)
 VLLM_BLOCK_TOKENS = 16  # vLLM's default KV block size; one block is held back (null block)
@@ -143,7 +151,14 @@ class PlanInputs(Config):
     fp32_lm_head: bool = field_(True, "LM head and log-softmax in float32 (ScaleRL)")
     lm_head_operands: str = field_("float32", "the FP32 head's GEMM operands (bfloat16: a "
                                    "bf16 copy of the head weight and of the logits' gradient "
-                                   "chunk; tensor cores)", choices=("float32", "bfloat16"))
+                                   "chunk)", choices=("float32", "bfloat16"))
+    lm_head_gemm: str = field_(
+        "auto", "the GEMM the FP32 head runs (scalerl.models.logprobs.head_gemm): mm_out_dtype "
+        "= torch.mm(bf16, bf16, out_dtype=float32), tensor cores; upcast = the bf16 operands "
+        "upcast to float32 first (an fp32 copy of the V x h weight and of the gradient chunk, "
+        "CUDA cores); float32 = fp32 x fp32 (CUDA cores); auto = mm_out_dtype with bf16 "
+        "operands, else float32 (scalerl.plan.adapters asks this torch)",
+        choices=("auto", *HEAD_GEMMS))
     gradient_checkpointing: bool = field_(False, "recompute each layer in backward")
     logprob_chunk_tokens: int = field_(0, "tokens whose head + log-softmax run at once "
                                        "(0 = the whole micro-batch)", ge=0)
@@ -208,6 +223,14 @@ class PlanInputs(Config):
         """Forward/backward passes of one step on each trainer rank (its 1/R of the step)."""
         step = -(-self.sequences_per_step // self.trainer_ranks) * self.seq_tokens
         return -(-step // self.micro_tokens)
+
+    @property
+    def head_gemm(self) -> str:
+        """The FP32 head's GEMM, `lm_head_gemm` resolved (auto: mm_out_dtype with bf16
+        operands, float32 otherwise)."""
+        if self.lm_head_gemm != "auto":
+            return self.lm_head_gemm
+        return "mm_out_dtype" if self.lm_head_operands == "bfloat16" else "float32"
 
     @property
     def max_model_len(self) -> int:
@@ -310,21 +333,29 @@ def kept_activation_bytes(inp: PlanInputs) -> int:
     return t * (kept + outside_activation_bytes(inp))
 
 
+def _bf16_upcast(inp: PlanInputs) -> bool:
+    """bf16 head operands without the out_dtype GEMM: each GEMM upcasts both to float32."""
+    return inp.fp32_lm_head and inp.lm_head_operands == "bfloat16" and inp.head_gemm == "upcast"
+
+
 def logprob_bytes(inp: PlanInputs) -> int:
     """float32 [C, V] tensors of the chunked (or whole) LM head + log-softmax (and the bf16
-    copy of the logits' gradient with bf16 operands)."""
+    copy of the logits' gradient with bf16 operands; its float32 upcast on the upcast path)."""
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
     bf16 = 2 if inp.fp32_lm_head and inp.lm_head_operands == "bfloat16" else 0
+    bf16 += 4 if _bf16_upcast(inp) else 0
     return (LOGPROB_LIVE_COPIES * 4 + bf16) * chunk * inp.arch.vocab
 
 
 def head_copy_bytes(inp: PlanInputs) -> int:
-    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4), and the
-    bf16 copy of the weight the head's GEMMs take with bf16 operands (V * h * 2)."""
+    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4), the bf16
+    copy of the weight the head's GEMMs take with bf16 operands (V * h * 2), and on the upcast
+    path (no out_dtype GEMM) the float32 copy of that bf16 copy each GEMM makes (V * h * 4)."""
     fp32_copy = inp.fp32_lm_head and DTYPE_BYTES[inp.param_dtype] != 4
     bf16 = inp.fp32_lm_head and inp.lm_head_operands == "bfloat16"
     vh = inp.arch.vocab * inp.arch.hidden
-    return (2 * vh * 4 if fp32_copy else 0) + (vh * 2 if bf16 else 0)
+    return ((2 * vh * 4 if fp32_copy else 0) + (vh * 2 if bf16 else 0)
+            + (vh * 4 if _bf16_upcast(inp) else 0))
 
 
 def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
@@ -338,7 +369,7 @@ def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
     if head >= layer:
         what = f"log-probs: {chunk:,} tokens x V x 4 x {LOGPROB_LIVE_COPIES}"
-        return head, what + (" + fp32 head copies" if head_copy_bytes(inp) else "")
+        return head, what + (" + head weight copies" if head_copy_bytes(inp) else "")
     recompute = "recomputed " if inp.gradient_checkpointing else ""
     return layer, f"one {recompute}layer's backward ({inp.micro_tokens:,} tokens)"
 
