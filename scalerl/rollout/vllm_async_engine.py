@@ -100,11 +100,18 @@ class AsyncVLLMEngine(Engine):
         )
         if fp32_lm_head:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
+        # before the engine core starts: it inherits this process's environment
+        os.environ.update(self.settings.engine_environment())
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="scalerl-vllm-async")
         self._thread.start()
-        self.llm = self._call(self._start(kwargs))
+        try:
+            self.llm = self._call(self._start(kwargs))
+        except BaseException:  # no engine: stop the loop thread, keep the error
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            raise
         model_config = self.llm.model_config
         self.contract = check_engine(
             model_config, lambda: self._call(self.llm.collective_rpc("scalerl_head_dtype")),

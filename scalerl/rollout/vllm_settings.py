@@ -107,6 +107,16 @@ class VllmSettings(Config):
         """The seed engine `engine_index` (a generator's rank, 0 in-process) samples with."""
         return self.seed if self.seed is not None else run_seed + engine_index
 
+    def engine_environment(self) -> dict[str, str]:
+        """Environment variables the engine core must start with for these settings. The ipc
+        transport sends CUDA IPC handle args (the tensor class, dtypes, storage types) through
+        `AsyncLLM.update_weights`, whose msgpack serializer (`vllm.v1.serial_utils`,
+        `MsgpackEncoder.enc_hook` / `MsgpackDecoder.ext_hook`) refuses such objects unless
+        VLLM_ALLOW_INSECURE_SERIALIZATION=1 (pickle fallback, on the generator's and the engine
+        core's side; the engine core inherits the generator process's environment). Only the
+        ipc transport gets it: pickled payloads stay off elsewhere."""
+        return {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"} if self.weight_transfer == "ipc" else {}
+
     def engine_kwargs(self) -> dict:
         """The `vllm.LLM(...)` keyword arguments these settings stand for (no max_model_len
         when 0: `resolve_max_model_len` must have set it, or vLLM takes the model's own)."""

@@ -19,7 +19,8 @@ layerwise reload finalised, the new weight version set, generation resumed).
   generators before the next is packed (the client waits for them). Handles are not gathered
   across trainer ranks (vLLM's IPC trainer engine would all-gather them over the default group,
   which the other ranks do not join here): only this rank's device holds what the generator
-  reads.
+  reads. The handle args travel raw through vLLM's msgpack RPC, so the generator's engine
+  core starts with VLLM_ALLOW_INSECURE_SERIALIZATION=1 (`VllmSettings.engine_environment`).
 
 The weights come as a `scalerl.rollout.weight_transfer.WeightStream` (the policy's tensors one
 at a time, gathered from shards and cast to the generators' dtype on this rank's device),
@@ -42,7 +43,7 @@ import torch
 
 from scalerl.rollout.weight_transfer import WeightLayout, WeightStream
 
-__all__ = ["GeneratorClient", "VllmPusher", "free_port"]
+__all__ = ["GeneratorClient", "VllmPusher", "free_port", "ipc_update_info"]
 
 
 class GeneratorClient(Protocol):
@@ -64,6 +65,19 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def ipc_update_info(chunk) -> dict[str, Any]:
+    """The `update_weights` payload of one chunk of vLLM's `packed_ipc_producer`: its
+    `IPCWeightTransferUpdateInfo` as a dict, the handle args raw (as vLLM's own IPC trainer
+    engine sends them). They reach the engine core through vLLM's msgpack RPC, which needs
+    `VllmSettings.engine_environment()` (VLLM_ALLOW_INSECURE_SERIALIZATION) on both sides."""
+    from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
+
+    info = IPCWeightTransferUpdateInfo(
+        names=chunk.names, dtype_names=chunk.dtype_names, shapes=chunk.shapes,
+        ipc_handles=chunk.ipc_handle, tensor_sizes=chunk.tensor_sizes)
+    return dataclasses.asdict(info)
 
 
 def _stream_source(layout: WeightLayout):
@@ -124,7 +138,6 @@ class VllmPusher:
             finally:
                 self._source.stream = None
             return self.layout.payload
-        from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
         from vllm.distributed.weight_transfer.packed_tensor import packed_ipc_producer
 
         uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
@@ -132,10 +145,7 @@ class VllmPusher:
         for chunk in packed_ipc_producer(iterator=iter(stream), gpu_uuid=uuid,
                                          post_iter_func=lambda item: item[1],
                                          buffer_size_bytes=self.buffer_bytes):
-            info = IPCWeightTransferUpdateInfo(
-                names=chunk.names, dtype_names=chunk.dtype_names, shapes=chunk.shapes,
-                ipc_handles=chunk.ipc_handle, tensor_sizes=chunk.tensor_sizes)
-            self.client.update_weights(dataclasses.asdict(info))  # read before the next chunk
+            self.client.update_weights(ipc_update_info(chunk))  # read before the next chunk
         self.client.finish_weight_update(str(version))
         torch.cuda.ipc_collect()
         return self.layout.payload
