@@ -13,7 +13,10 @@ layerwise reload finalised, the new weight version set, generation resumed).
 - nccl: vLLM's `NCCLTrainerWeightTransferEngine` (packed buffers, double-buffered) in one group
   of this rank (NCCL rank 0) and every worker of the node's K generators (generator k's workers
   from rank 1 + k x tensor_parallel_size: the client rewrites `rank_offset` per generator),
-  rendezvous on 127.0.0.1 (the generators are on this node) at a free port.
+  rendezvous on 127.0.0.1 (the generators are on this node) at a free port. vLLM's packed
+  sender reads the weights on side streams of its own: each read first waits for an event
+  recorded on this rank's stream when the push began (`_ordered_after`), so it follows the
+  optimizer step's writes at one rank as at several.
 - ipc: vLLM's packed IPC producer: one reusable buffer on this rank's device, its CUDA IPC
   handle sent per chunk as vLLM's `IPCWeightTransferUpdateInfo`; each chunk is read by the
   generators before the next is packed (the client waits for them). Handles are not gathered
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
@@ -86,6 +90,7 @@ def _stream_source(layout: WeightLayout):
 
     class StreamSource(WeightSource):
         stream: WeightStream | None = None
+        ready = None  # torch.cuda.Event: the pushing rank's stream when the push began
 
         def metadata(self) -> list:
             return [ParamMeta(e.name, e.torch_dtype, tuple(e.shape)) for e in layout.entries]
@@ -93,9 +98,25 @@ def _stream_source(layout: WeightLayout):
         def __iter__(self):
             if self.stream is None:
                 raise RuntimeError("VllmPusher: no weights to send")
-            return iter(self.stream)
+            return _ordered_after(iter(self.stream), self.ready)
 
     return StreamSource()
+
+
+def _ordered_after(pairs: Iterator, ready) -> Iterator:
+    """`pairs`, each drawn after the then-current CUDA stream waits for `ready` (none: as
+    they come). vLLM's packed NCCL sender (`packed_nccl_broadcast_producer`, 0.32) draws the
+    weights inside `torch.cuda.stream(...)` of side streams of its own, which wait for
+    nothing: the casts and copies that read the parameters would otherwise race the
+    optimizer step's writes still queued on the trainer's stream."""
+    while True:
+        if ready is not None:
+            torch.cuda.current_stream().wait_event(ready)
+        try:
+            pair = next(pairs)
+        except StopIteration:
+            return
+        yield pair
 
 
 class VllmPusher:
@@ -132,11 +153,13 @@ class VllmPusher:
         """Send `stream` as `version` to every generator; the payload bytes."""
         self.client.version = version
         if self.kind == "nccl":
-            self._source.stream = stream
+            ready = torch.cuda.Event()
+            ready.record()  # after the optimizer step's kernels on this rank's stream
+            self._source.stream, self._source.ready = stream, ready
             try:
                 self._engine.send_weights()
             finally:
-                self._source.stream = None
+                self._source.stream = self._source.ready = None
             return self.layout.payload
         from vllm.distributed.weight_transfer.packed_tensor import packed_ipc_producer
 

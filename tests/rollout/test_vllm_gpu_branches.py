@@ -6,14 +6,21 @@ Run in `.venv-vllm` (`make test-vllm`). None of them needs a device:
   of a chunk of vLLM's packed IPC producer) through vLLM 0.32's own msgpack encoder (the
   generator process) and decoder (the engine core) in the environment the engine core gets
   from `AsyncVLLMEngine`: vLLM refuses the handle args' objects (the tensor class, storage
-  types, dtypes) unless VLLM_ALLOW_INSECURE_SERIALIZATION=1 is set there.
+  types, dtypes) unless VLLM_ALLOW_INSECURE_SERIALIZATION=1 is set there;
+- the one-rank NCCL push (`VllmPusher.start` / `push`, vLLM's real NCCL trainer engine and its
+  packed sender) with the CUDA stream calls recorded (`_Streams`, the only stand-in: the NCCL
+  group records what it is asked to broadcast): every weight vLLM's sender draws on its side
+  streams must be ordered after the optimizer step's writes on the trainer's stream.
 """
 
+import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from scalerl.rollout.config import EngineConfig
 from scalerl.rollout.vllm_settings import VllmSettings
@@ -101,3 +108,150 @@ def test_ipc_payload_passes_vllms_msgpack_in_the_engine_core_environment(monkeyp
     assert INSECURE not in nccl
     proc = _round_trip(nccl)
     assert proc.returncode != 0 and "is not serializable" in proc.stderr, proc.stderr[-3000:]
+
+
+class _Stream:
+    def __init__(self, streams: "_Streams", name: str):
+        self.streams, self.name, self.work = streams, name, 0
+        self.waited: dict[str, int] = {}  # stream name -> its work this stream is ordered after
+
+    def wait_event(self, event) -> None:
+        if event.at is not None:
+            name, work = event.at
+            self.waited[name] = max(self.waited.get(name, -1), work)
+
+    def wait_stream(self, other) -> None:
+        self.waited[other.name] = max(self.waited.get(other.name, -1), other.work)
+
+    def synchronize(self) -> None:  # the host waits: later work of any stream follows
+        self.streams.host_waited[self.name] = self.work
+
+
+class _Event:
+    def __init__(self, streams: "_Streams"):
+        self.streams, self.at = streams, None
+
+    def record(self, stream=None) -> None:
+        stream = stream or self.streams.current
+        self.at = (stream.name, stream.work)
+
+
+class _Streams:
+    """The subset of `torch.cuda`'s stream API the push calls, recording the order it sets up
+    (CPU: no device). `optimizer_step()` enqueues work on the default stream; `ordered()` says
+    whether the current stream's next work would run after all of it."""
+
+    def __init__(self):
+        self.host_waited: dict[str, int] = {}
+        self.default = _Stream(self, "default")
+        self.current = self.default
+        self.n_side = 0
+
+    def optimizer_step(self) -> None:
+        self.default.work += 1
+
+    def ordered(self) -> bool:
+        done = self.default.work
+        return (self.current is self.default
+                or self.current.waited.get("default", -1) >= done
+                or self.host_waited.get("default", -1) >= done)
+
+    # torch.cuda
+    def Stream(self, device=None):  # noqa: N802 (torch's name)
+        self.n_side += 1
+        return _Stream(self, f"side{self.n_side}")
+
+    @contextlib.contextmanager
+    def stream(self, stream):
+        before, self.current = self.current, stream
+        try:
+            yield
+        finally:
+            self.current = before
+
+    def current_stream(self, device=None):
+        return self.current
+
+    def Event(self, *args, **kwargs):  # noqa: N802
+        return _Event(self)
+
+
+class _Group:
+    """The NCCL group of the trainer's endpoint: records each broadcast and its stream."""
+
+    def __init__(self, streams: _Streams):
+        self.streams, self.sent = streams, []
+
+    def broadcast(self, tensor, src=0, stream=None):
+        self.sent.append((tensor.clone(), (stream or self.streams.current).name))
+
+    def destroy(self):
+        pass
+
+
+class _Client:
+    version = 0
+
+    def __init__(self):
+        self.calls = []
+
+    def init_weight_transfer_engine(self, init_info):
+        self.calls.append("init")
+
+    def start_weight_update(self):
+        self.calls.append("start")
+
+    def update_weights(self, update_info):
+        self.calls.append(("update", tuple(update_info["names"])))
+
+    def finish_weight_update(self, weight_version=None):
+        self.calls.append("finish")
+
+
+class _Recorded:
+    """A WeightStream that notes, at each draw, whether the drawing stream is ordered after
+    the optimizer step (the draw is where the parameters are read: cast, gathered)."""
+
+    def __init__(self, weights, streams: _Streams):
+        from scalerl.rollout.weight_transfer import MappingStream
+
+        self.inner, self.streams, self.reads = MappingStream(weights), streams, []
+        self.layout = self.inner.layout
+
+    def __iter__(self):
+        for name, tensor in self.inner:
+            self.reads.append((name, self.streams.current.name, self.streams.ordered()))
+            yield name, tensor
+
+
+def test_one_rank_nccl_push_reads_weights_after_the_optimizer_step(monkeypatch):
+    import vllm.distributed.weight_transfer.nccl_engine as nccl_engine
+
+    from scalerl.rollout.vllm_transfer import VllmPusher
+
+    streams = _Streams()
+    for name in ("Stream", "stream", "current_stream", "Event"):
+        monkeypatch.setattr(torch.cuda, name, getattr(streams, name))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # no device to sync here
+    monkeypatch.setattr(torch.accelerator, "current_device_index", lambda: 0)
+    group = _Group(streams)
+    monkeypatch.setattr(nccl_engine, "open_trainer_endpoint", lambda info: group)
+    gen = torch.Generator().manual_seed(0)
+    weights = {f"layer{i}.weight": torch.randn(64, 32, generator=gen) for i in range(6)}
+    client = _Client()
+    stream = _Recorded(weights, streams)
+    # small buckets: vLLM's sender packs several chunks, each on one of its side streams
+    stream.layout = dataclasses.replace(stream.layout, bucket_bytes=2 * 64 * 32 * 4)
+    pusher = VllmPusher("nccl", client, stream.layout, n_workers=1)
+    pusher.start()
+    assert client.calls == ["init"]
+    streams.optimizer_step()  # AdamW's kernels, queued on the trainer's stream
+    assert pusher.push(stream, version=1) == stream.layout.payload
+    assert [name for name, _, _ in stream.reads] == list(weights)
+    assert {where for _, where, _ in stream.reads} != {"default"}  # vLLM draws on side streams
+    late = [(name, where) for name, where, ordered in stream.reads if not ordered]
+    assert not late, f"read before the optimizer step's writes landed: {late}"
+    sent = torch.cat([t for t, _ in group.sent])  # the packed bytes, in order
+    assert torch.equal(sent, torch.cat([w.reshape(-1).view(torch.uint8) for w in
+                                        weights.values()]))
+    assert client.calls[1:] == ["start", ("update", tuple(weights)), "finish"]
