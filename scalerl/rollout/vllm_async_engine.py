@@ -71,7 +71,12 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
-from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine
+from scalerl.rollout.vllm_contract import (
+    WORKER_EXTENSION,
+    check_engine,
+    check_version,
+    vllm_version,
+)
 from scalerl.rollout.vllm_engine import _Sample, settings_of
 from scalerl.rollout.vllm_worker import BACKENDS
 from scalerl.rollout.weight_transfer import HostSlots, MappingStream, SlotWeights
@@ -83,6 +88,7 @@ class AsyncVLLMEngine(Engine):
     def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
                  fp32_lm_head: bool = True, trust_remote_code: bool = False,
                  version: int = 0, poll_s: float = 0.05) -> None:
+        check_version(vllm_version())  # a clear refusal before vLLM builds anything
         if cfg.threads:
             os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
         self.cfg = cfg

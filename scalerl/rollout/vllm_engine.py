@@ -68,7 +68,13 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
-from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine, pause_keeps_requests
+from scalerl.rollout.vllm_contract import (
+    WORKER_EXTENSION,
+    check_engine,
+    check_version,
+    pause_keeps_requests,
+    vllm_version,
+)
 from scalerl.rollout.vllm_settings import VllmSettings
 
 
@@ -129,6 +135,7 @@ class VLLMEngine(Engine):
     def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
                  fp32_lm_head: bool = True, trust_remote_code: bool = False,
                  version: int = 0) -> None:
+        check_version(vllm_version())  # a clear refusal before vLLM builds anything
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in this process
         from vllm import LLM
 

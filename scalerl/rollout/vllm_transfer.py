@@ -85,7 +85,9 @@ def ipc_update_info(chunk) -> dict[str, Any]:
 
 
 def _stream_source(layout: WeightLayout):
-    """vLLM's `WeightSource` over our streams (`stream` set before each push)."""
+    """vLLM's `WeightSource` over our streams (`stream` set before each push): the 0.32
+    contract (`metadata()` a method, weights from `__iter__`); `VllmPusher.start` refuses
+    another vLLM before this class is defined (`scalerl.rollout.vllm_contract.VLLM_SPEC`)."""
     from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
 
     class StreamSource(WeightSource):
@@ -133,7 +135,11 @@ class VllmPusher:
         self._engine = None
 
     def start(self) -> None:
-        """The handshake: the NCCL group (nccl), the packed-IPC setting (ipc)."""
+        """The handshake: the NCCL group (nccl), the packed-IPC setting (ipc). A vLLM outside
+        `VLLM_SPEC` is refused first (VllmContractError naming the supported range)."""
+        from scalerl.rollout.vllm_contract import check_version, vllm_version
+
+        check_version(vllm_version())
         if self.kind == "ipc":
             self.client.init_weight_transfer_engine({"packed": True})
             return

