@@ -11,8 +11,9 @@ update is vLLM's RL round trip:
     await llm.finish_weight_update(str(version))                 # reload done, version set
     await llm.resume_generation()
 
-Running requests keep their KV cache and continue with the new weights (PipelineRL). The
-engine is built with a weight-transfer backend (`VllmSettings.weight_transfer`, resolved by
+Running requests keep their KV cache and continue with the new weights (PipelineRL); a request
+submitted later never reuses prompt KV of older weights (prefix caching is salted per version,
+`scalerl.rollout.vllm_engine.vllm_prompt`). The engine is built with a weight-transfer backend (`VllmSettings.weight_transfer`, resolved by
 the trainer: `scalerl.rollout.weight_transfer.choose_transport`):
 
 - `shm` (backend `scalerl_shm`, `scalerl.rollout.vllm_worker`): the engine core maps the host
@@ -77,7 +78,7 @@ from scalerl.rollout.vllm_contract import (
     check_version,
     vllm_version,
 )
-from scalerl.rollout.vllm_engine import _Sample, settings_of
+from scalerl.rollout.vllm_engine import _Sample, settings_of, vllm_prompt
 from scalerl.rollout.vllm_worker import BACKENDS
 from scalerl.rollout.weight_transfer import HostSlots, MappingStream, SlotWeights
 
@@ -221,9 +222,7 @@ class AsyncVLLMEngine(Engine):
         elif method == "finish_weight_update":
             try:
                 await llm.finish_weight_update(str(version))
-                if self.settings.enable_prefix_caching:
-                    await llm.reset_prefix_cache()
-                self.version = version
+                self.version = version  # later requests: another cache salt (`vllm_prompt`)
             finally:
                 await llm.resume_generation()
         elif method == "sleep":
@@ -306,7 +305,8 @@ class AsyncVLLMEngine(Engine):
         logprobs: list[float] = []
         start_version = self.version  # the label of every token when vLLM gives no spans
         final = None
-        async for out in self.llm.generate({"prompt_token_ids": context}, params,
+        async for out in self.llm.generate(vllm_prompt(context, self.version, self.settings),
+                                           params,
                                            f"a{next(self._ids)}"):
             piece = out.outputs[0]
             if len(piece.token_ids) != len(piece.logprobs or []):

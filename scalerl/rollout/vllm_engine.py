@@ -9,8 +9,15 @@ in-place reload) between steps; running requests keep their KV cache and continu
 weights (PipelineRL), and every token is tagged with the version active during the step that
 produced it (outputs are streamed as deltas). This is what `AsyncLLM.pause_generation(
 mode="keep", clear_cache=False)` + weight update + `resume_generation()` achieves for the async
-engine. With prefix caching off (the default) a request admitted after an update never
-reuses KV computed with older weights.
+engine. A request admitted after an update never reuses KV computed with older weights: with
+prefix caching each request carries the cache salt of the version it was submitted at
+(`vllm_prompt`), so its prompt blocks are only shared with requests of the same weights (the G
+samples of a prompt; a phase-2 request re-reading its phase-1 context at the same version).
+Salts rather than `reset_prefix_cache()` after an update: vLLM resets nothing while any request
+holds KV blocks (vLLM 0.32 `BlockPool.reset_prefix_cache` returns False, and a generator keeps
+requests in flight across every update), and `reset_prefix_cache(reset_running_requests=True)`
+would preempt the in-flight requests, throwing away the KV that PipelineRL keeps. Blocks of
+older versions are simply never hit again and are evicted as any unused block.
 
 - logprobs: `SamplingParams(logprobs=0)` returns the sampled token's logprob;
   `logprobs_mode="processed_logprobs"` makes it log softmax(logits / temperature), the
@@ -28,7 +35,7 @@ reuses KV computed with older weights.
   current weights.
 - settings (`scalerl.rollout.vllm_settings.VllmSettings`, `EngineConfig.vllm`): context length,
   KV-cache bytes or device-memory share, CUDA graphs, tensor parallelism, prefix caching
-  (reset after every weight update), seeds. `EngineConfig.vllm = None` keeps the small-engine
+  (salted per weight version), seeds. `EngineConfig.vllm = None` keeps the small-engine
   behaviour of the flat `vllm_*` fields: eager mode, per-request seeds.
 - seeds: by default one seed per engine (vLLM's batched sampler); every blocking `generate`
   re-seeds the workers from (engine seed, its first request), so a repeated call or run
@@ -86,6 +93,17 @@ def settings_of(cfg: EngineConfig) -> VllmSettings:
     return VllmSettings(max_model_len=cfg.vllm_max_model_len, kv_cache_mb=cfg.vllm_kv_cache_mb,
                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
                         enforce_eager=True, seed_per_request=True, inflight_updates="step")
+
+
+def vllm_prompt(context: list[int], version: int, settings: VllmSettings) -> dict:
+    """vLLM's prompt of `context` for a request submitted at weight `version`. With prefix
+    caching it carries the cache salt of that version: vLLM hashes the salt into the key of a
+    request's first KV block (`kv_cache_utils`, 0.32), so a request only reuses prompt KV that
+    requests of the same version computed, never KV of older weights (module docstring)."""
+    prompt: dict = {"prompt_token_ids": context}
+    if settings.enable_prefix_caching:
+        prompt["cache_salt"] = f"scalerl-weights-v{version}"
+    return prompt
 
 
 def has_async_pause() -> bool:
@@ -213,10 +231,7 @@ class VLLMEngine(Engine):
         self.engine.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True}
         )
-        if self.settings.enable_prefix_caching:
-            # blocks of finished requests go; those in flight keep theirs (module docstring)
-            self.engine.reset_prefix_cache()
-        self.version = version
+        self.version = version  # later requests: another cache salt (`vllm_prompt`)
 
     def step(self) -> list[Completion]:
         if self.engine.has_unfinished_requests():
@@ -252,7 +267,8 @@ class VLLMEngine(Engine):
         )
         request_id = f"s{next(self._ids)}"
         self._samples[request_id] = sample
-        self.engine.add_request(request_id, {"prompt_token_ids": context}, params)
+        self.engine.add_request(request_id, vllm_prompt(context, self.version, self.settings),
+                                params)
 
     def _on_output(self, out) -> None:
         sample = self._samples.get(out.request_id)

@@ -60,10 +60,9 @@ class VllmSettings(Config):
     )
     enable_prefix_caching: bool = field_(
         True, "reuse KV blocks of identical prompt prefixes (the G samples of a prompt share "
-        "their prompt; a phase-2 request re-reads its phase-1 context). The cache is reset "
-        "after each weight update, but blocks still held by in-flight requests survive it, so "
-        "a later request may reuse prompt KV computed with older weights (as the in-flight "
-        "requests themselves do)",
+        "their prompt; a phase-2 request re-reads its phase-1 context). Salted per weight "
+        "version: a request reuses only KV computed by requests submitted at the same version, "
+        "never KV of older weights (in-flight requests keep their own, PipelineRL)",
     )
     inflight_updates: str = field_(
         "auto", "how weights change under running requests: pause = vLLM's AsyncLLM "
