@@ -273,6 +273,29 @@ def _memory(out: Path, variant: str) -> None:
     shutdown()
 
 
+def _meta(out: Path) -> None:
+    """`shard_policy` of a model on the meta device (no data): it must shard it where it is,
+    never copy the whole model to the world's device first; rank 0 writes what it got."""
+    import json
+
+    from torch.distributed.tensor import DTensor
+
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import init_world, shutdown
+
+    world = init_world("cpu")
+    with torch.device("meta"):
+        model = build_tiny_model(ModelConfig(name="tiny-s", seed=0))
+    full = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    policy = shard_policy(model, world)
+    got = {name.removeprefix("model."): (isinstance(p, DTensor), p.device.type,
+                                          tuple(p.to_local().shape), tuple(p.shape))
+           for name, p in policy.named_parameters()}
+    if world.is_main:
+        (out / "meta.json").write_text(json.dumps({"full": full, "got": got}))
+    shutdown()
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     mode, out_dir = sys.argv[1], Path(sys.argv[2])
@@ -286,3 +309,5 @@ if __name__ == "__main__":
         _resume_alone(out_dir)
     elif mode == "memory":
         _memory(out_dir, sys.argv[3])
+    elif mode == "meta":
+        _meta(out_dir)

@@ -58,3 +58,19 @@ def test_two_ranks_equal_one_process(reference, tmp_path, variant):
     init = {n: p.detach() for n, p in tiny_model().named_parameters()}
     moved = max(float((reference["weights"][n] - init[n]).abs().max()) for n in init)
     assert moved > 1e-4
+
+
+def test_a_model_is_sharded_where_it_lies_not_copied_whole_to_the_device(tmp_path):
+    """`shard_policy` at two ranks leaves the model where it was loaded and lets each
+    `fully_shard` take its own group to the device: a model on the meta device (which has no
+    data to copy) comes out sharded, every parameter a DTensor holding half of dim 0. Copying
+    the whole model to the device first, as before issue 35, fails on it."""
+    import json
+
+    _run(_torchrun(2, "meta", str(tmp_path)), tmp_path)
+    result = json.loads((tmp_path / "meta.json").read_text())
+    assert sorted(result["got"]) == sorted(result["full"])
+    for name, (is_dtensor, device, local, shape) in result["got"].items():
+        full = result["full"][name]
+        assert is_dtensor and device == "meta" and shape == full, name
+        assert local == [-(-full[0] // 2), *full[1:]], name  # rank 0's shard of dim 0
