@@ -475,11 +475,13 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
             engine_cfg = engine_cfg.replace(vllm={
                 "weight_transfer": options["transport"],
                 "sleep_during_update": options["sleep_during_update"]})
+        start_s = (engine_cfg.vllm.start_timeout() if engine_cfg.vllm is not None
+                   else EngineSpec.start_timeout_s)  # the HF engine: the default
         specs = [EngineSpec(build_generator_engine, {
             "model_path": model_cfg.name, "model_cfg": model_cfg,
             "engine_cfg": _nth_engine(engine_cfg, cfg, first + i), "env": env},
-            threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs)
-            for i, env in enumerate(gen_envs)]
+            threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs,
+            start_timeout_s=start_s) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
                                 gen_batch, run.step, weights, rollout_state.get("issued"),
                                 fixed_lag=cfg.pipeline_fixed_lag, world=run.world,

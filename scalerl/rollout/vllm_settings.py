@@ -86,6 +86,12 @@ class VllmSettings(Config):
         "kept and their KV recomputed after waking) so the step can use that memory; "
         "ignored elsewhere",
     )
+    start_timeout_s: int = field_(
+        0, "seconds one PipelineRL generator may take to start its engine (model load, memory "
+        "profiling, compilation, CUDA-graph capture) and load the first weights, counted from "
+        "when the previous generator became ready; 0: 600, or 1,200 with CUDA graphs "
+        "(enforce_eager false)", ge=0,
+    )
     seed: int | None = field_(
         None, "the engine's sampling seed; null: the run seed + the generator's index", ge=0,
     )
@@ -101,6 +107,14 @@ class VllmSettings(Config):
         mode = "step" if self.inflight_updates == "auto" else self.inflight_updates
         return dataclasses.replace(self, inflight_updates=mode, sleep_during_update=False,
                                    weight_transfer="shm")
+
+    def start_timeout(self) -> float:
+        """Seconds one generator's engine may take to start (`start_timeout_s`, 0: derived:
+        vLLM's start with compilation and CUDA-graph capture takes minutes on a GPU, more
+        when several engines start on one device and node)."""
+        if self.start_timeout_s:
+            return float(self.start_timeout_s)
+        return 600.0 if self.enforce_eager else 1200.0
 
     def engine_seed(self, run_seed: int, engine_index: int = 0) -> int:
         """The seed engine `engine_index` (a generator's rank, 0 in-process) samples with."""
