@@ -2,7 +2,7 @@
 
 The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scalerl watch`:
 
-- `run_curves(groups, info)`: the curves of `scalerl.fit.inputs.load_groups` named for
+- `run_curves(groups, info)`: the curves of `scalerl.fit.readers.inputs.load_groups` named for
   predictions.parquet: `run` = the group's run (other group keys but the task appended,
   `run/seed=1`), `task` = the group's task, else the metric's name (`eval/acc`);
 - `final_compute_of(curve, final_compute=..., final_step=...)`: the planned total in the
@@ -10,16 +10,16 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   the step, else latest compute x final step / latest step (compute per step assumed constant
   from here on, as `scalerl predict --run-config` does);
 - `forecast_rows(curve, final, config, upto=k)`: PREDICTIONS_SCHEMA rows (sigmoid and power
-  law, `scalerl.fit.predict.predict_final`) from the points 0..k; `chunk` holds k, the index
+  law, `scalerl.fit.forecast.predict.predict_final`) from the points 0..k; `chunk` holds k, the index
   of the latest point used (scalerl's own evals use their chunk instead), `latest_reward`
   that point's reward;
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
-  racing rule of `scalerl.fit.racing.race`: A's interval clearly below the best's, or, with
+  racing rule of `scalerl.fit.forecast.racing.race`: A's interval clearly below the best's, or, with
   no interval of A, the recent pass rate clearly below the run's own start),
   "continue", or "finished" once it reached its final compute;
 - `forecast_table(rows, verdicts, ...)`: the text table (run, latest, predicted final
-  [interval of the one eval the user will observe, `scalerl.fit.intervals`], A [calibrated
+  [interval of the one eval the user will observe, `scalerl.fit.forecast.intervals`], A [calibrated
   interval], reached C_mid, interval status, verdict).
 
 `add_input_arguments(parser)` declares the options every command over logs shares (inputs,
@@ -37,9 +37,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.inputs import STEP_COLUMNS, InputError, Inputs, PointGroup, load_groups
-from scalerl.fit.predict import predict_final, prediction_rows
-from scalerl.fit.sigmoid import FitConfig
+from scalerl.fit.curves.sigmoid import FitConfig
+from scalerl.fit.forecast.predict import predict_final, prediction_rows
+from scalerl.fit.readers.inputs import STEP_COLUMNS, InputError, Inputs, PointGroup, load_groups
 
 __all__ = ["RunCurve", "run_curves", "final_compute_of", "forecast_rows", "verdicts",
            "forecast_table", "add_input_arguments", "curves_from_args", "latest_rows"]
@@ -136,8 +136,8 @@ def verdicts(rows: pd.DataFrame, *, finished: set[tuple[str, str]] = frozenset()
              min_fraction: float = 0.3, margin: float | None = None,
              groups: Mapping[str, str] | None = None) -> dict[tuple[str, str], str]:
     """{(run, task): verdict} from the latest sigmoid rows (see the module docstring)."""
-    from scalerl.fit.compare import A_MARGIN
-    from scalerl.fit.racing import race
+    from scalerl.fit.curves.compare import A_MARGIN
+    from scalerl.fit.forecast.racing import race
 
     out = {}
     for task, sub in rows.groupby(rows["task"].astype(str), sort=True):

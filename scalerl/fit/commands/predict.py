@@ -1,23 +1,23 @@
 """`scalerl predict (INPUT... | --eval EVAL...) (--final-step N | --final-compute X |
 --run-config run.yaml) [--out FILE]`: where is each run heading?
 
-Predicts each run's final value and asymptote A from its points so far (`scalerl.fit.predict`)
+Predicts each run's final value and asymptote A from its points so far (`scalerl.fit.forecast.predict`)
 with the sigmoid and the power law, prints one line per run (latest value, predicted final
 [interval], A [interval], whether C_mid is reached, status: collapsed, few_points, ...) and,
 with `--out`, writes the rows of the latest point of every run into predictions.parquet
 (`PREDICTIONS_SCHEMA`), atomically. Rows of that (run, task, chunk) already in FILE are
 replaced, all others kept, so re-running after each eval is idempotent and a crashed run
 resumes. `--all-chunks` predicts at every point (the points up to it) and skips those FILE
-already has unless `--force`: the input of a backtest (`scalerl.fit.backtest`).
+already has unless `--force`: the input of a backtest (`scalerl.fit.forecast.backtest`).
 
-INPUT: any run's logs (`scalerl.fit.inputs`): TensorBoard log directories, MLflow stores,
+INPUT: any run's logs (`scalerl.fit.readers.inputs`): TensorBoard log directories, MLflow stores,
 CSV/Parquet tables (W&B history or chart exports, one row per eval point), several runs per
 call (one input per run, `NAME=INPUT` to name it, or `--group-by`). `--metric` picks the
 value to forecast (the task column of the output is the metric's name unless the table has a
 task), `--compute-col` the x-axis (default: step). For these rows `chunk` is the index of the
 latest point fitted.
 
-Intervals: 95 % by default (`confidence` in --config), calibrated (`scalerl.fit.intervals`):
+Intervals: 95 % by default (`confidence` in --config), calibrated (`scalerl.fit.forecast.intervals`):
 `observed_final_lo/hi` for the eval of the final model the user will see,
 `predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`; `interval_status` says
 when the data cannot support one yet (bounds empty).
@@ -34,7 +34,7 @@ steps_per_chunk x `--chunks`.
 
 `--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
 `--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
-(`scalerl.fit.backtest`): median and p90 absolute error against the last point, for the
+(`scalerl.fit.forecast.backtest`): median and p90 absolute error against the last point, for the
 sigmoid, the power law and the persistence forecast (the value when predicting), and the
 ratio of the forecast's median error to persistence's.
 """
@@ -47,23 +47,23 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalerl.fit.cli import _FLAG_TO_FIELD, config_from_args
-from scalerl.fit.forecast import (
-    add_input_arguments,
-    curves_from_args,
-    final_compute_of,
-    forecast_rows,
-    forecast_table,
-)
-from scalerl.fit.inputs import InputError, read_tables, resolve_column
-from scalerl.fit.predict import (
+from scalerl.fit.commands.fit import _FLAG_TO_FIELD, config_from_args
+from scalerl.fit.curves.sigmoid import WEIGHTINGS
+from scalerl.fit.forecast.predict import (
     merge_predictions,
     predict_final,
     prediction_rows,
     read_predictions,
     write_predictions,
 )
-from scalerl.fit.sigmoid import WEIGHTINGS
+from scalerl.fit.forecast.runs import (
+    add_input_arguments,
+    curves_from_args,
+    final_compute_of,
+    forecast_rows,
+    forecast_table,
+)
+from scalerl.fit.readers.inputs import InputError, read_tables, resolve_column
 from scalerl.utils.log import progress
 
 EVAL_COMPUTE_COLUMNS = ("compute_device_hours", "compute_flops", "compute", "step")
@@ -113,7 +113,7 @@ def fit_config(args: argparse.Namespace):
 
 
 def _fit_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The namespace `scalerl.fit.cli.config_from_args` expects (options not offered: unset)."""
+    """The namespace `scalerl.fit.commands.fit.config_from_args` expects (options not offered: unset)."""
     full = argparse.Namespace(**{flag: None for flag in _FLAG_TO_FIELD}, paper_grid=False,
                               no_power_law=False, extrapolate_fraction="none")
     for key, value in vars(args).items():
@@ -230,7 +230,7 @@ def _fractions(text: str) -> list[float]:
 
 
 def run_backtest(args, config, curves) -> int:
-    from scalerl.fit.backtest import backtest_curve, backtest_markdown, backtest_table
+    from scalerl.fit.forecast.backtest import backtest_curve, backtest_markdown, backtest_table
 
     rows, finals = [], []
     for curve in curves:

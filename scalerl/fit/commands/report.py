@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 
 from scalerl.config import key_value
-from scalerl.fit.report import DEFAULT_BY, collect_records, write_report
+from scalerl.fit.report.scaling import DEFAULT_BY, collect_records, write_report
 from scalerl.utils.log import progress
 
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")
     predictions = None
     if args.predictions:
-        from scalerl.fit.predict import read_predictions
+        from scalerl.fit.forecast.predict import read_predictions
 
         predictions = read_predictions(args.predictions)
     paths = write_report(records, args.out, by, order, predictions, args.racing, args.steps)

@@ -18,7 +18,7 @@ import dataclasses
 
 import numpy as np
 
-from scalerl.fit.sigmoid import sigmoid
+from scalerl.fit.curves.sigmoid import sigmoid
 
 __all__ = ["TABLE1", "TABLE1_R0", "SyntheticCurve", "table1_curve"]
 

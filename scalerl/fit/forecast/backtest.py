@@ -1,7 +1,7 @@
 """Backtest the predictions: how far was each prediction of the final pass rate from the end?
 
 For every finished run (one whose observed final pass rate is known), every prediction made
-along the way (`scalerl.fit.predict`, one row per chunk and form) is compared with the
+along the way (`scalerl.fit.forecast.predict`, one row per chunk and form) is compared with the
 observed final: `backtest_table(predictions, finals)` gives one row per prediction with
 error = predicted_final - observed_final, abs_error, and for the interval of the value the
 user observes (`observed_final_lo/hi`; predictions files written before it existed: the
@@ -12,7 +12,7 @@ with an interval, their coverage (against the nominal `confidence`) and median w
 and fraction-of-compute bin; `plot_backtest(table,
 path)` the absolute error against the compute fraction, one line per run and form, sigmoid
 vs power law (matplotlib Agg). `finals_from_records(records)` takes the observed finals from
-fit.json records (the last point of each curve) for `scalerl.fit.report`.
+fit.json records (the last point of each curve) for `scalerl.fit.report.scaling`.
 
 Skill: a forecast is only worth having if it beats assuming the run stays where it is. Every
 prediction row carries the reward observed when it was made (`latest_reward`, the
@@ -26,7 +26,7 @@ predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from th
 each fraction of its final compute, scored against its last point.
 
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
-samples, `scalerl.fit.noise`): errors below that are not resolvable. The observed interval
+samples, `scalerl.fit.curves.noise`): errors below that are not resolvable. The observed interval
 includes that noise; a curve interval (which excludes it) would cover it less often than its
 nominal level, which is why coverage is scored on the observed interval.
 
@@ -212,7 +212,7 @@ def backtest_curve(compute, reward, *, run: str, task: str, config=None,
     """Prediction rows (PREDICTIONS_SCHEMA) of one finished curve at each fraction of its
     final compute (from the points with compute <= fraction x final; chunk = the index of the
     latest of them), and its finals row {run, task, observed_final}: the last point."""
-    from scalerl.fit.predict import FORMS, predict_final, prediction_rows
+    from scalerl.fit.forecast.predict import FORMS, predict_final, prediction_rows
 
     c = np.asarray(compute, float).ravel()
     y = np.asarray(reward, float).ravel()

@@ -14,11 +14,11 @@ C_mid are polished together with bounded least squares (`scipy.optimize.least_sq
 not limited to the grid step. The per-grid-point B fit is vectorised: the sigmoid depends on
 (B, C_mid) only, so the SSE of every (A, C_mid, B) is computed from two sums per (C_mid, B)
 over a fine log-spaced B scan, and the most promising grid points are refined by safeguarded
-Newton steps on B, all at once (no 7,100 `curve_fit` calls; see `scalerl.fit.optimize`).
+Newton steps on B, all at once (no 7,100 `curve_fit` calls; see `scalerl.fit.curves.optimize`).
 
 Ranges (see `FitConfig`): the paper's A grid {0.450, 0.455, ..., 0.800} is used when the data
 look like the paper's (pass rates whose smoothed peak lies in [0.45, 0.75]; smoothed over the
-curve's noise window, `scalerl.fit.noise.smoothing_window`); otherwise A spans
+curve's noise window, `scalerl.fit.curves.noise.smoothing_window`); otherwise A spans
 [max(R0 + step, peak - 0.05), 1] (the lower end sits below the peak because the peak of a noisy,
 saturated curve overshoots its asymptote). A reward on a wider scale than [0, 1] (a sum of
 reward functions, a score) gets a coarser A step, at most `MAX_A_VALUES` grid values (the
@@ -28,9 +28,9 @@ steps from 1), linear otherwise (the paper's choice for GPU-hours).
 
 Weighting (`FitConfig.weighting`): "none" (the paper's plain least squares); "binomial":
 each point's squared residual is weighted by 1 / se_j^2, se_j = sqrt(p_j (1 - p_j) / n_j) its
-binomial standard error (`scalerl.fit.noise`), so points measured on more samples, or nearer
+binomial standard error (`scalerl.fit.curves.noise`), so points measured on more samples, or nearer
 0 or 1, count more; "noise": 1 / s_j^2 with s_j the curve's own local noise
-(`scalerl.fit.noise.local_noise_weights`), for logs that do not record n. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
+(`scalerl.fit.curves.noise.local_noise_weights`), for logs that do not record n. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
 `r2` are then the weighted ones.
 
 Deliberately left out: fitting R0 (it is given or read from the first point, as in the
@@ -45,8 +45,8 @@ import numpy as np
 from scipy.special import expit
 
 from scalerl.config import Config, ConfigError, field_
-from scalerl.fit.noise import running_mean, smoothing_window
-from scalerl.fit.optimize import grid_search, polish
+from scalerl.fit.curves.noise import running_mean, smoothing_window
+from scalerl.fit.curves.optimize import grid_search, polish
 
 __all__ = [
     "FitConfig",
@@ -109,7 +109,7 @@ class FitConfig(Config):
     calibrate_intervals: bool = field_(True, "forecasts: widen the intervals by the run's own "
                                        "forecast errors on its earlier prefixes at the same "
                                        "horizon ratio and add the eval noise of one "
-                                       "measurement (scalerl.fit.intervals); False: bootstrap "
+                                       "measurement (scalerl.fit.forecast.intervals); False: bootstrap "
                                        "percentiles of the fitted curve only")
     extrapolate_fraction: float | None = field_(0.5, "extrapolation check: fit on compute <= "
                                                 "this fraction of the maximum, predict the rest; "
@@ -198,7 +198,7 @@ class SigmoidFit:
 # -- ranges --------------------------------------------------------------------------------
 
 def smoothed_peak(reward: np.ndarray) -> float:
-    """Max of a running mean over the curve's noise window (`scalerl.fit.noise`: 3 points on
+    """Max of a running mean over the curve's noise window (`scalerl.fit.curves.noise`: 3 points on
     a clean eval curve, more on a noisy log; the raw max overshoots by the noise)."""
     r = np.asarray(reward, float)
     if r.size < 3:
@@ -268,7 +268,7 @@ def fit_sigmoid(compute, reward, config: FitConfig | None = None, *, r0: float |
                 fixed_a: float | None = None, weights=None) -> SigmoidFit:
     """Fit the sigmoid to points that are already selected (positive compute, above cutoff).
 
-    `r0` overrides `config.r0`; one of them must be given (`scalerl.fit.curve.fit_curve` takes
+    `r0` overrides `config.r0`; one of them must be given (`scalerl.fit.curves.curve.fit_curve` takes
     R0 from the first point). `fixed_a` fixes the asymptote and fits only B and C_mid.
     `weights` [N] (positive, in the order of `compute`): weighted least squares.
     """

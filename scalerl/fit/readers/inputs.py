@@ -3,7 +3,7 @@
 Accepted inputs (an input = a file, a directory, or a store; several are concatenated):
 - TensorBoard log directories (any directory holding `events.out.tfevents.*` files, at any
   depth) and MLflow tracking stores (a `.db` file, an `mlruns` directory or a tracking URI),
-  read by `scalerl.fit.logs` into the same tables: one row per run and step, columns `run`,
+  read by `scalerl.fit.readers.logs` into the same tables: one row per run and step, columns `run`,
   `step`, `wall_time` (seconds since the run's first value) and one per metric (`--metric`
   picks the reward, `--compute-col` step, wall_time or another metric);
 - Parquet/CSV files, or a directory of them (its *.parquet/*.csv files, concatenated):
@@ -17,7 +17,7 @@ Accepted inputs (an input = a file, a directory, or a store; several are concate
   W&B's wall-time columns can be the compute axis: `_runtime` (seconds since the run
   started) is used as is, `_timestamp` (Unix seconds) as seconds since its first value in the
   group. A metric that rises and then falls (a collapsed run) is read like any other; the fit
-  reports it (`scalerl.fit.collapse`);
+  reports it (`scalerl.fit.curves.collapse`);
 - a W&B chart's "Export CSV" (columns `Step`, `<run> - <metric>`, `<run> - <metric>__MIN`,
   `<run> - <metric>__MAX`): melted to one row per run and step (`run`, `step`, `<metric>`;
   the __MIN/__MAX columns of a smoothed or grouped chart are dropped).
@@ -29,7 +29,7 @@ path, `NAME/<path>` when named; an MLflow store: its runs' names, `NAME/<run>` w
 holds the readers, so `scalerl watch` re-reads TensorBoard logs incrementally.
 
 Noise: every point carries `stderr`, the binomial standard error sqrt(p (1 - p) / n) of its
-pass rate (n = samples averaged, `scalerl.fit.noise`), when the reward is 0/1 per sample (a
+pass rate (n = samples averaged, `scalerl.fit.curves.noise`), when the reward is 0/1 per sample (a
 per-sample eval's `correct`); otherwise NaN (a point CSV does not say how it was measured).
 
 Column auto-detection (first present wins; a name also matches the last `/` part of a column
@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.noise import binomial_se
+from scalerl.fit.curves.noise import binomial_se
 
 __all__ = ["InputError", "PointGroup", "Inputs", "read_tables", "load_groups",
            "resolve_column", "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS",
@@ -201,7 +201,7 @@ class Inputs:
 
     @staticmethod
     def _source(spec, name, target, experiments, run_ids):
-        from scalerl.fit import logs
+        from scalerl.fit.readers import logs
 
         uri = logs.mlflow_uri(target)
         if uri is not None:

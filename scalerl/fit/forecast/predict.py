@@ -1,19 +1,19 @@
 """Predict a run's final pass rate and ceiling from its evaluations so far.
 
 `predict_final(compute, reward, final_compute, config)` fits the points evaluated so far (the
-same selection as `scalerl.fit.curve.fit_curve`: R0 from the compute-0 point, cutoff, optional
+same selection as `scalerl.fit.curves.curve.fit_curve`: R0 from the compute-0 point, cutoff, optional
 binomial weights) with both forms and returns one `Prediction` each:
 
 - sigmoid (Khatri et al. 2025, Eq. 1): predicted_final = R(final_compute), A and C_mid;
-- power law R = A - D / C^B (`scalerl.fit.powerlaw`): predicted_final and A.
+- power law R = A - D / C^B (`scalerl.fit.curves.powerlaw`): predicted_final and A.
 
-Intervals (at `FitConfig.confidence`, 0.95 by default), from `scalerl.fit.intervals`, each
+Intervals (at `FitConfig.confidence`, 0.95 by default), from `scalerl.fit.forecast.intervals`, each
 named for what it covers:
 - `observed_final_lo/hi`: the value the user will observe, one eval of the final model
   (the mean curve plus the eval noise of one measurement, `eval_se`);
 - `predicted_final_lo/hi`: the mean curve at the final compute (the fitted curve's value);
 - `A_lo/hi` and, for the sigmoid, `C_mid_lo/hi`.
-They come from the moving-block residual bootstrap (`scalerl.fit.bootstrap`; the power law
+They come from the moving-block residual bootstrap (`scalerl.fit.curves.bootstrap`; the power law
 refits each replicate the same way, same seed and count), widened by the run's own forecast
 errors on its earlier prefixes at the same horizon ratio (`backtest_n` of them, root mean
 square `backtest_rmse`; the mean-curve widening factor is `interval_widening`).
@@ -34,7 +34,7 @@ seen yet). The power law has no midpoint; its rows carry the same flag, a proper
 data, and the same "before_c_mid" interval status.
 
 Status per prediction: "ok"; "few_points" (fewer than 4 points to fit: values NaN);
-"collapsed" (the curve fell well below its peak, `scalerl.fit.collapse`: values NaN, the run
+"collapsed" (the curve fell well below its peak, `scalerl.fit.curves.collapse`: values NaN, the run
 is not heading for a ceiling); "not_converged" (the fit ran but warns, e.g. a flat curve).
 
 `PREDICTIONS_SCHEMA` is the one schema of `predictions.parquet` (one row per run, task, chunk
@@ -42,7 +42,7 @@ and form; `latest_reward`, the reward observed at that chunk, is the persistence
 backtest compares with); `merge_predictions` replaces the rows of the (run, task, chunk) it
 is given and keeps the rest, `write_predictions` writes atomically, `read_predictions` reads
 files written before the `OPTIONAL_COLUMNS` existed (`latest_reward` and the interval
-columns) with those columns empty. The CLI is `scalerl.fit.predict_cli`.
+columns) with those columns empty. The CLI is `scalerl.fit.commands.predict`.
 
 Deliberately left out: priors on A from other runs and profile-likelihood intervals.
 """
@@ -58,10 +58,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scalerl.fit.bootstrap import block_length, bootstrap_intervals, resample_indices
-from scalerl.fit.collapse import detect_collapse
-from scalerl.fit.curve import point_weights, select_points
-from scalerl.fit.intervals import (
+from scalerl.fit.curves.bootstrap import block_length, bootstrap_intervals, resample_indices
+from scalerl.fit.curves.collapse import detect_collapse
+from scalerl.fit.curves.curve import point_weights, select_points
+from scalerl.fit.curves.noise import binomial_se, noise_sd
+from scalerl.fit.curves.powerlaw import fit_power_law
+from scalerl.fit.curves.sigmoid import FitConfig, FitError, SigmoidFit, fit_sigmoid, sigmoid
+from scalerl.fit.forecast.intervals import (
     PREFIX_BOOTSTRAP_MIN,
     ForecastIntervals,
     calibrate,
@@ -70,9 +73,6 @@ from scalerl.fit.intervals import (
     spread_sd,
     unsupported,
 )
-from scalerl.fit.noise import binomial_se, noise_sd
-from scalerl.fit.powerlaw import fit_power_law
-from scalerl.fit.sigmoid import FitConfig, FitError, SigmoidFit, fit_sigmoid, sigmoid
 from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
@@ -169,7 +169,7 @@ def recent_level(compute, reward, n_samples=None) -> tuple[float, float]:
 
     `compute`, `reward` [N] (compute > 0, sorted), `n_samples` [N] graded samples per eval or
     None. The se is binomial at the mean with each eval's n when known (a floor: samples of
-    one prompt are correlated, `scalerl.fit.noise`), else the points' noise sd
+    one prompt are correlated, `scalerl.fit.curves.noise`), else the points' noise sd
     (`noise_sd`, NaN under 3 points) over sqrt(k)."""
     c, y = np.asarray(compute, float).ravel(), np.asarray(reward, float).ravel()
     if not c.size:

@@ -1,13 +1,13 @@
 """Racing: stop the runs of a sweep whose predicted ceiling A is clearly below the best's.
 
 `race(predictions, task=..., margin=0.02, min_fraction=0.3, groups=None, form="sigmoid")` is a
-pure function of the latest prediction of every run (`scalerl.fit.predict`, one
+pure function of the latest prediction of every run (`scalerl.fit.forecast.predict`, one
 predictions.parquet per run, concatenated). Units: a "group" is one configuration; without
 `groups` every run is its own group, with `groups` ({run: group}) the seeds of one
 configuration are judged together.
 
 Per group (the runs with a usable prediction, i.e. not few_points, finite A):
-- one run: A, A_lo, A_hi are the run's (the calibrated interval of A, `scalerl.fit.intervals`:
+- one run: A, A_lo, A_hi are the run's (the calibrated interval of A, `scalerl.fit.forecast.intervals`:
   block bootstrap widened by the run's own backtest; 95 % by default);
 - k >= 2 seeds: A = mean of the seeds' A, spread = max - min of their A, A_lo / A_hi = mean
   of the bounds of the seeds that have an interval; the fraction of compute is the smallest
@@ -27,7 +27,7 @@ the group has no interval of A (sparse evals: a calibrated interval needs a
 backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), a
 group past min_fraction is stopped when its pass rate fell clearly below its own start:
 `recent_gain` (the mean eval of the latest half of its compute minus R0,
-`scalerl.fit.predict`) + z se < -margin, z the one-sided normal quantile at the predictions'
+`scalerl.fit.forecast.predict`) + z se < -margin, z the one-sided normal quantile at the predictions'
 `confidence` (seeds: mean gain, se of the mean). A sigmoid never falls below R0, so such a run
 is not on a rising curve (a diverged or broken run; a collapse after a peak is the rule above).
 It does not compare runs on their present pass rates: a run behind now can reach the higher A
@@ -38,7 +38,7 @@ not spent yet: compute / compute_fraction - compute.
 
 The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
 of `race` as JSON (atomically); `scalerl race INPUT... --metric M --final-step N` races the
-runs of any logs (TensorBoard, MLflow, CSV/Parquet: `scalerl.fit.forecast`), predicting each
+runs of any logs (TensorBoard, MLflow, CSV/Parquet: `scalerl.fit.forecast.runs`), predicting each
 from its points so far first. Both print one line per run: keep or stop, and why.
 
 Deliberately left out: restarting stopped runs, successive halving schedules, and judging
@@ -56,8 +56,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from scalerl.fit.compare import A_MARGIN
-from scalerl.fit.predict import FORMS, read_predictions
+from scalerl.fit.curves.compare import A_MARGIN
+from scalerl.fit.forecast.predict import FORMS, read_predictions
 from scalerl.utils.io import write_json_atomic
 from scalerl.utils.log import progress
 
@@ -245,11 +245,11 @@ def racing_markdown(decision_files: Sequence[str | Path]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from scalerl.fit.forecast import add_input_arguments
-    from scalerl.fit.predict_cli import add_fit_options
+    from scalerl.fit.commands.predict import add_fit_options
+    from scalerl.fit.forecast.runs import add_input_arguments
 
     parser.description = ("Decide which runs of a sweep to stop from their latest predictions "
-                          "(scalerl.fit.racing): predictions.parquet files, or any runs' logs; "
+                          "(scalerl.fit.forecast.racing): predictions.parquet files, or any runs' logs; "
                           "writes decisions.json atomically.")
     add_input_arguments(parser, final_required=False, inputs_nargs="*")
     parser.add_argument("--predictions", nargs="+", metavar="PARQUET",
@@ -268,15 +268,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
     parser.add_argument("--no-observed", dest="observed", action="store_false",
                         help="no observed fallback: never stop a run while it has no interval "
-                        "of A (see scalerl.fit.racing)")
+                        "of A (see scalerl.fit.forecast.racing)")
     parser.add_argument("--out", help="decisions.json")
     add_fit_options(parser)
 
 
 def _predict_inputs(args: argparse.Namespace) -> pd.DataFrame:
-    """The latest predictions of every run of INPUT... (`scalerl.fit.forecast`)."""
-    from scalerl.fit.forecast import curves_from_args, final_compute_of, forecast_rows
-    from scalerl.fit.predict_cli import fit_config
+    """The latest predictions of every run of INPUT... (`scalerl.fit.forecast.runs`)."""
+    from scalerl.fit.commands.predict import fit_config
+    from scalerl.fit.forecast.runs import curves_from_args, final_compute_of, forecast_rows
 
     if args.final_step is None and args.final_compute is None:
         raise ValueError("racing runs from their logs needs their planned total: --final-step "

@@ -3,14 +3,14 @@ they train, with a forecast of where each is heading.
 
 Every `--interval` seconds (default 30; a plain wait between polls, never a busy loop) the
 inputs are read again (TensorBoard event files incrementally, MLflow stores and tables whole:
-`scalerl.fit.inputs`); each run whose points changed since its last forecast is predicted
-again (`scalerl.fit.forecast`: sigmoid and power law, calibrated intervals,
-`scalerl.fit.intervals`). After each poll with a change:
+`scalerl.fit.readers.inputs`); each run whose points changed since its last forecast is predicted
+again (`scalerl.fit.forecast.runs`: sigmoid and power law, calibrated intervals,
+`scalerl.fit.forecast.intervals`). After each poll with a change:
 - one table, kept up to date (redrawn in place on a terminal, printed again when it changed
   otherwise; `scalerl.utils.log.LiveBlock`): run, progress (step / final step), latest value,
   predicted final [95 % interval of one eval], A [interval], whether C_mid is reached, the
   interval status, and the verdict: too early (under `--min-fraction` of its compute, too few
-  points, or no interval of A yet), collapsed, stop (the racing rule, `scalerl.fit.racing`:
+  points, or no interval of A yet), collapsed, stop (the racing rule, `scalerl.fit.forecast.racing`:
   its A interval lies clearly below the best run's), continue, or finished;
 - OUT/predictions.parquet (every forecast made so far, PREDICTIONS_SCHEMA, so `scalerl race
   --predictions` and a backtest read it) and OUT/forecast.png (points, fitted sigmoid,
@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit.forecast import (
+from scalerl.fit.forecast.predict import merge_predictions, read_predictions, write_predictions
+from scalerl.fit.forecast.runs import (
     add_input_arguments,
     curves_from_args,
     final_compute_of,
@@ -46,14 +47,13 @@ from scalerl.fit.forecast import (
     reached_final,
     verdicts,
 )
-from scalerl.fit.predict import merge_predictions, read_predictions, write_predictions
 from scalerl.utils.log import LiveBlock, progress
 
 MIN_INTERVAL_S = 0.1  # the shortest wait between two polls
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from scalerl.fit.predict_cli import add_fit_options
+    from scalerl.fit.commands.predict import add_fit_options
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
@@ -139,7 +139,7 @@ class Watch:
         return [title, *forecast_table(rows, verdict, steps=self.progress_text())]
 
     def write(self) -> None:
-        from scalerl.fit.plots import plot_forecasts
+        from scalerl.fit.report.plots import plot_forecasts
 
         write_predictions(self.out / "predictions.parquet", self.rows)
         plot_forecasts(self.curves, [self.latest[(c.run, c.task)] for c in self.curves
@@ -155,7 +155,7 @@ class Watch:
 def watch(args: argparse.Namespace, *, wait: Callable[[float], None] = time.sleep,
           block: LiveBlock | None = None) -> int:
     """The polling loop; `wait(seconds)` sleeps between polls (a test passes its own)."""
-    from scalerl.fit.predict_cli import fit_config
+    from scalerl.fit.commands.predict import fit_config
 
     if not np.isfinite(args.interval) or args.interval < MIN_INTERVAL_S:
         raise ValueError(f"--interval must be at least {MIN_INTERVAL_S} s, got {args.interval}")

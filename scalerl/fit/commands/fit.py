@@ -3,7 +3,7 @@
 INPUT: TensorBoard log directories, MLflow stores (.db, mlruns, URI; --experiment / --run-id
 select runs), Parquet or CSV files (or directories of them): one row per evaluation point,
 scalerl's per-sample eval Parquet (averaged to pass rates), or a CSV exported from other logs
-such as a W&B history or chart export (see `scalerl.fit.inputs`). Each input is one run
+such as a W&B history or chart export (see `scalerl.fit.readers.inputs`). Each input is one run
 (NAME=INPUT names it) unless its rows carry a run column.
 
 Output layout (all files written atomically):
@@ -37,11 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from scalerl.config import ConfigError, key_value, load_mapping
-from scalerl.fit.curve import CollapseError, fit_curve
-from scalerl.fit.inputs import Inputs, group_slug, load_groups
-from scalerl.fit.plots import plot_combined, plot_curve
-from scalerl.fit.report import fits_frame, fits_markdown
-from scalerl.fit.sigmoid import WEIGHTINGS, FitConfig
+from scalerl.fit.curves.curve import CollapseError, fit_curve
+from scalerl.fit.curves.sigmoid import WEIGHTINGS, FitConfig
+from scalerl.fit.readers.inputs import Inputs, group_slug, load_groups
+from scalerl.fit.report.plots import plot_combined, plot_curve
+from scalerl.fit.report.scaling import fits_frame, fits_markdown
 from scalerl.utils.io import write_json_atomic, write_text_atomic
 from scalerl.utils.log import progress
 
