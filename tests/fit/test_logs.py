@@ -13,8 +13,9 @@ import pytest
 
 from scalerl.cli import main
 from scalerl.fit.curves.sigmoid import sigmoid
-from scalerl.fit.readers.inputs import InputError, Inputs, load_groups
+from scalerl.fit.readers.inputs import Inputs, load_groups
 from scalerl.fit.readers.logs import TensorBoardLog
+from scalerl.fit.readers.tables import InputError
 
 STEPS = np.arange(0, 401, 20)  # [21] an eval every 20 steps
 RUNS = {"lr_1e-6": 0.70, "lr_3e-6": 0.55}  # run -> A

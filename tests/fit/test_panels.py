@@ -1,4 +1,5 @@
-"""The small-multiples curves figure (scalerl.fit.report.panels) and the bootstrap draws it reads."""
+"""The small-multiples curves figure (scalerl.fit.report.panels) and the bootstrap draws it
+reads."""
 
 import copy
 

@@ -9,9 +9,10 @@ import pytest
 from scalerl.cli import main
 from scalerl.fit.curves.curve import fit_curve
 from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
-from scalerl.fit.forecast.backtest import backtest_summary, backtest_table, plot_backtest
+from scalerl.fit.forecast.backtest import backtest_summary, backtest_table
 from scalerl.fit.forecast.predict import predict_final, prediction_rows, write_predictions
 from scalerl.fit.forecast.racing import race, seed_groups
+from scalerl.fit.report.backtest import plot_backtest
 from scalerl.fit.report.scaling import write_report
 
 

@@ -79,8 +79,8 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
     by compute); `weights` [N]: the fit's weights, if any. `keep_draws`: also return
     "draws", the [n_ok, 3] array of replicate (A, B, C_mid). `residual_pool` [M]: centred
     standardised residuals to resample instead of the fit's own (a prefix of a run
-    bootstrapped with the whole run's residuals, `scalerl.fit.forecast.intervals`); the scheme is then
-    blocks or residuals, never points.
+    bootstrapped with the whole run's residuals, `scalerl.fit.forecast.intervals`); the scheme
+    is then blocks or residuals, never points.
     """
     c = np.asarray(compute, dtype=float)
     y = np.asarray(reward, dtype=float)

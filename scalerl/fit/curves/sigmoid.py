@@ -30,8 +30,9 @@ Weighting (`FitConfig.weighting`): "none" (the paper's plain least squares); "bi
 each point's squared residual is weighted by 1 / se_j^2, se_j = sqrt(p_j (1 - p_j) / n_j) its
 binomial standard error (`scalerl.fit.curves.noise`), so points measured on more samples, or nearer
 0 or 1, count more; "noise": 1 / s_j^2 with s_j the curve's own local noise
-(`scalerl.fit.curves.noise.local_noise_weights`), for logs that do not record n. `fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and
-`r2` are then the weighted ones.
+(`scalerl.fit.curves.noise.local_noise_weights`), for logs that do not record n.
+`fit_sigmoid(..., weights=w)` takes the weights themselves; `sse` and `r2` are then the
+weighted ones.
 
 Deliberately left out: fitting R0 (it is given or read from the first point, as in the
 paper) and priors on the parameters.
@@ -109,8 +110,8 @@ class FitConfig(Config):
     calibrate_intervals: bool = field_(True, "forecasts: widen the intervals by the run's own "
                                        "forecast errors on its earlier prefixes at the same "
                                        "horizon ratio and add the eval noise of one "
-                                       "measurement (scalerl.fit.forecast.intervals); False: bootstrap "
-                                       "percentiles of the fitted curve only")
+                                       "measurement (scalerl.fit.forecast.intervals); False: "
+                                       "bootstrap percentiles of the fitted curve only")
     extrapolate_fraction: float | None = field_(0.5, "extrapolation check: fit on compute <= "
                                                 "this fraction of the maximum, predict the rest; "
                                                 "None: skip", gt=0, lt=1)
@@ -268,8 +269,8 @@ def fit_sigmoid(compute, reward, config: FitConfig | None = None, *, r0: float |
                 fixed_a: float | None = None, weights=None) -> SigmoidFit:
     """Fit the sigmoid to points that are already selected (positive compute, above cutoff).
 
-    `r0` overrides `config.r0`; one of them must be given (`scalerl.fit.curves.curve.fit_curve` takes
-    R0 from the first point). `fixed_a` fixes the asymptote and fits only B and C_mid.
+    `r0` overrides `config.r0`; one of them must be given (`scalerl.fit.curves.curve.fit_curve`
+    takes R0 from the first point). `fixed_a` fixes the asymptote and fits only B and C_mid.
     `weights` [N] (positive, in the order of `compute`): weighted least squares.
     """
     config = config or FitConfig()

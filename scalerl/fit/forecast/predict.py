@@ -1,8 +1,8 @@
 """Predict a run's final pass rate and ceiling from its evaluations so far.
 
 `predict_final(compute, reward, final_compute, config)` fits the points evaluated so far (the
-same selection as `scalerl.fit.curves.curve.fit_curve`: R0 from the compute-0 point, cutoff, optional
-binomial weights) with both forms and returns one `Prediction` each:
+same selection as `scalerl.fit.curves.curve.fit_curve`: R0 from the compute-0 point, cutoff,
+optional binomial weights) with both forms and returns one `Prediction` each:
 
 - sigmoid (Khatri et al. 2025, Eq. 1): predicted_final = R(final_compute), A and C_mid;
 - power law R = A - D / C^B (`scalerl.fit.curves.powerlaw`): predicted_final and A.

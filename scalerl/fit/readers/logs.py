@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.readers.inputs import InputError
+from scalerl.fit.readers.tables import InputError
 from scalerl.tracking.base import INSTALL_HINT
 
 __all__ = ["TensorBoardLog", "MlflowStore", "tensorboard_runs", "mlflow_uri", "require"]
