@@ -59,6 +59,7 @@ __all__ = [
     "a_grid_for",
     "cmid_grid_for",
     "MIN_POINTS",
+    "WEIGHTINGS",
 ]
 
 MIN_POINTS = 4  # fewer points than this cannot constrain three parameters plus noise
