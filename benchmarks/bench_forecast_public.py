@@ -5,22 +5,22 @@
     e.g. one kept outside the repository), --max-points N... (0: all points; N: thin each
     curve to about N evenly spaced points, the sparser eval cadence of a typical run), --weighting none|noise, --bootstrap N)
 
-Each curve (`step,value` CSV, described by the set's `sources.csv`: `kind` eval or
-train_reward) is read with the input layer of `scalerl fit` / `predict`
-(`scalerl.fit.inputs.load_groups`, compute = step) and backtested with
-`scalerl.fit.backtest.backtest_curve`, the code behind `scalerl predict --backtest`: at 25, 50
-and 75 % of its last step, the points so far predict the value at the last step, with the
-sigmoid and the power law (`scalerl.fit.predict.predict_final`); the persistence forecast is
-the value observed when predicting. Printed per set, kind, cadence, form and fraction: the
-number of curves, the median and 90th percentile of |predicted - observed last value|, the
-same for persistence on the same curves, and the ratio of the medians (< 1: better than
-persistence), plus the share of curves where the forecast was the closer one. The observed last value is itself one
-noisy measurement (GSM8K test set: 1319 problems, binomial se ~0.013 at p = 0.64).
-A curve flagged collapsed (`scalerl.fit.collapse`) has no forecast; such predictions are
-counted (column `collapsed`) and left out of both forecasts' errors. Curves whose whole history
-collapses (the same test on all their points: they fall well below their peak by the end, which
-no rising curve can forecast) are reported apart, as kind "<kind>, collapses", and then all curves of that kind together
-("<kind>, all").
+Each curve (`step,value` CSV, described by the set's `sources.csv`: `kind` eval or train_reward)
+is read with the input layer of `scalerl fit` / `predict`
+(`scalerl.fit.readers.inputs.load_groups`, compute = step) and backtested with
+`scalerl.fit.forecast.backtest.backtest_curve`, the code behind `scalerl predict --backtest`: at
+25, 50 and 75 % of its last step, the points so far predict the value at the last step, with the
+sigmoid and the power law (`scalerl.fit.forecast.predict.predict_final`); the persistence
+forecast is the value observed when predicting. Printed per set, kind, cadence, form and
+fraction: the number of curves, the median and 90th percentile of |predicted - observed last
+value|, the same for persistence on the same curves, and the ratio of the medians (< 1: better
+than persistence), plus the share of curves where the forecast was the closer one. The observed
+last value is itself one noisy measurement (GSM8K test set: 1319 problems, binomial se ~0.013 at
+p = 0.64). A curve flagged collapsed (`scalerl.fit.curves.collapse`) has no forecast; such
+predictions are counted (column `collapsed`) and left out of both forecasts' errors. Curves
+whose whole history collapses (the same test on all their points: they fall well below their
+peak by the end, which no rising curve can forecast) are reported apart, as kind "<kind>,
+collapses", and then all curves of that kind together ("<kind>, all").
 
 Deliberately left out: intervals and their coverage (issue 29's benchmark), and train-reward
 curves' errors in accuracy units (their reward is a sum of reward functions, any scale).
@@ -38,10 +38,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scalerl.fit.backtest import DEFAULT_FRACTIONS, backtest_curve, backtest_table  # noqa: E402
-from scalerl.fit.collapse import detect_collapse  # noqa: E402
-from scalerl.fit.inputs import load_groups  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig  # noqa: E402
+from scalerl.fit.curves.collapse import detect_collapse  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
+from scalerl.fit.forecast.backtest import DEFAULT_FRACTIONS, backtest_curve, backtest_table  # noqa: E402
+from scalerl.fit.readers.inputs import load_groups  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,19 +1,20 @@
-"""Accuracy of early predictions (`scalerl.fit.predict`) and of racing (`scalerl.fit.racing`).
+"""Accuracy of early predictions (`scalerl.fit.forecast.predict`) and of racing
+(`scalerl.fit.forecast.racing`).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
     (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
     --pred-seeds 0 skips part 1, --race-seeds 0 part 2)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
-   paper's Table 1 (`scalerl.fit.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30 evals
-   up to 6 x C_mid plus the base model, every pass rate drawn Binomial(800, p) / 800 (the
+   paper's Table 1 (`scalerl.fit.curves.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30
+   evals up to 6 x C_mid plus the base model, every pass rate drawn Binomial(800, p) / 800 (the
    default eval: 200 prompts x 4 samples). At 25/50/75 % of the compute each run is fitted on
    its points so far and the final pass rate predicted with the sigmoid, the sigmoid with
    binomial weights, and the power law. Printed per form and fraction: median and 90th
    percentile of |predicted - true final| (true = the noise-free curve) and of |predicted -
    observed final| (one noisy measurement), the share of forecasts with an interval
-   (`interval_status` ok, `scalerl.fit.intervals`), the coverage of the true final by the 95 %
-   mean-curve interval and of the observed final by the 95 % observed interval with their
+   (`interval_status` ok, `scalerl.fit.forecast.intervals`), the coverage of the true final by
+   the 95 % mean-curve interval and of the observed final by the 95 % observed interval with their
    median widths, and the share of fits that had reached C_mid. The eval noise is binomial
    (n = 800 passed to `predict_final`).
 2. Racing. `--race-seeds` sweeps of 8 runs, each with A ~ U(0.50, 0.70), B ~ U(1.2, 2.5),
@@ -27,7 +28,7 @@
    saved (unspent compute of stopped runs / the sweep's planned compute).
 
 Deliberately left out: real training curves (the workflow's `scalerl report` backtests
-finished runs with `scalerl.fit.backtest`).
+finished runs with `scalerl.fit.forecast.backtest`).
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scalerl.fit.noise import noise_floor  # noqa: E402
-from scalerl.fit.predict import predict_final, prediction_rows  # noqa: E402
-from scalerl.fit.racing import race  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig, sigmoid  # noqa: E402
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.curves.noise import noise_floor  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid  # noqa: E402
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.forecast.predict import predict_final, prediction_rows  # noqa: E402
+from scalerl.fit.forecast.racing import race  # noqa: E402
 
 N_SAMPLES = 800  # 200 prompts x 4 samples
 FRACTIONS = (0.25, 0.5, 0.75)

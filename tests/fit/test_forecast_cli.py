@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.backtest import backtest_curve, backtest_summary, backtest_table
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.forecast.backtest import backtest_curve, backtest_summary, backtest_table
 
 STEPS = np.arange(0, 401, 20)
 
@@ -76,7 +76,7 @@ def test_predict_errors(tmp_path, capsys):
 
 
 def test_race_over_logs_stops_the_clearly_worse_run(tmp_path, capsys):
-    # 70 % of the steps: the calibrated A intervals (scalerl.fit.intervals) need earlier
+    # 70 % of the steps: the calibrated A intervals (scalerl.fit.forecast.intervals) need earlier
     # prefixes that reach the horizon; at 60 % of this 20-eval run some runs have none yet
     write_tb(tmp_path / "tb", {"good": 0.70, "bad": 0.50, "close": 0.69}, upto=280)
     out = tmp_path / "decisions.json"

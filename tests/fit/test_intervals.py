@@ -10,26 +10,26 @@ import torch
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from scalerl.fit.backtest import backtest_summary, backtest_table
-from scalerl.fit.bootstrap import block_length, bootstrap_intervals, resample_indices
-from scalerl.fit.intervals import (
+from scalerl.fit.curves.bootstrap import block_length, bootstrap_intervals, resample_indices
+from scalerl.fit.curves.noise import noise_sd
+from scalerl.fit.curves.sigmoid import FitConfig, fit_sigmoid, sigmoid
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.backtest import backtest_summary, backtest_table
+from scalerl.fit.forecast.intervals import (
     calibrate,
     effective_n,
     eval_noise_se,
     horizon_backtest,
     spread_sd,
 )
-from scalerl.fit.noise import noise_sd
-from scalerl.fit.predict import (
+from scalerl.fit.forecast.predict import (
     INTERVAL_COLUMNS,
     PREDICTIONS_SCHEMA,
     predict_final,
     prediction_rows,
     read_predictions,
 )
-from scalerl.fit.racing import race
-from scalerl.fit.sigmoid import FitConfig, fit_sigmoid, sigmoid
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.racing import race
 
 Z95 = float(norm.ppf(0.975))
 

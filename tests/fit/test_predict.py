@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from scalerl.cli import main
-from scalerl.fit.predict import (
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.predict import (
     PREDICTIONS_SCHEMA,
     merge_predictions,
     predict_final,
     prediction_rows,
     write_predictions,
 )
-from scalerl.fit.sigmoid import FitConfig, sigmoid
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0
 
 N_SAMPLES = 800  # 200 prompts x 4 samples, the default eval
 

@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.backtest import backtest_summary, backtest_table, plot_backtest
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.predict import predict_final, prediction_rows, write_predictions
-from scalerl.fit.racing import race, seed_groups
-from scalerl.fit.report import write_report
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.forecast.backtest import backtest_summary, backtest_table
+from scalerl.fit.forecast.predict import predict_final, prediction_rows, write_predictions
+from scalerl.fit.forecast.racing import race, seed_groups
+from scalerl.fit.report.backtest import plot_backtest
+from scalerl.fit.report.scaling import write_report
 
 
 def row(run, a, lo, hi, fraction=0.5, compute=5.0, chunk=3, status="ok", form="sigmoid",
@@ -168,8 +169,8 @@ def test_recent_level_hand_set():
     """Latest half of compute 60: the evals at 30..60, mean (0.20 + 0.22 + 0.24 + 0.25) / 4 =
     0.2275; binomial se with 192 samples each: sqrt(4 x 0.2275 x 0.7725 / 192) / 4 = 0.01513;
     without n: the points' noise sd / sqrt(4)."""
-    from scalerl.fit.noise import noise_sd
-    from scalerl.fit.predict import recent_level
+    from scalerl.fit.curves.noise import noise_sd
+    from scalerl.fit.forecast.predict import recent_level
 
     c, y = np.arange(1, 7) * 10.0, np.array([0.15, 0.17, 0.20, 0.22, 0.24, 0.25])
     mean, se = recent_level(c, y, np.full(6, 192))

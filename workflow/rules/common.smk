@@ -13,7 +13,7 @@ from snakemake.utils import validate
 
 from scalerl.config import ConfigError
 from scalerl import sweep  # (not its names: `expand` is snakemake's here)
-from scalerl.fit.racing import read_stopped
+from scalerl.fit.forecast.racing import read_stopped
 from scalerl.sweep.provenance import write_provenance, write_run_yaml, write_yaml
 
 # Software of every job that runs scalerl (used with --software-deployment-method conda).

@@ -3,11 +3,11 @@
 A sigmoid only rises, so a curve that rises then falls (training instability, a reward hack
 that the verifier later punishes, entropy collapse) fitted whole gives a wrong ceiling: A is
 pulled down to a compromise between the peak and the fall. `detect_collapse` flags such a
-curve so `scalerl.fit.curve.fit_curve` reports it as `collapsed`, with its peak, and fits
+curve so `scalerl.fit.curves.curve.fit_curve` reports it as `collapsed`, with its peak, and fits
 only the points up to the peak.
 
 Rule (all on the points the fit would use, sorted by compute), read against the curve's own
-noise (`scalerl.fit.noise`: sd from second differences, window w = `smoothing_window`: 3 for
+noise (`scalerl.fit.curves.noise`: sd from second differences, window w = `smoothing_window`: 3 for
 a clean eval curve, up to a fifth of the points for a per-step training reward):
 - peak: the largest running mean over w points (a raw maximum, or a 3-point mean of a noisy
   log, is a lucky step: on rewards of 8 rollouts per step it overshoots by 0.2 or more);
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalerl.fit.noise import noise_sd, running_mean, smoothing_window
+from scalerl.fit.curves.noise import noise_sd, running_mean, smoothing_window
 
 __all__ = ["detect_collapse", "MIN_COLLAPSE_POINTS"]
 

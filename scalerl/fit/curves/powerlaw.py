@@ -12,7 +12,7 @@ geometric mean c_ref inside the fit (D' = D / c_ref^B) so FLOP-scale compute sta
 conditioned; `D` is reported in the caller's compute units.
 
 `weights` [N] (optional): weighted least squares, sum_j w_j r_j^2 (the binomial weights of
-`scalerl.fit.noise`); `sse` and `r2` are then weighted.
+`scalerl.fit.curves.noise`); `sse` and `r2` are then weighted.
 
 Deliberately left out: an offset C_0 (R = A - D / (C + C_0)^B).
 """

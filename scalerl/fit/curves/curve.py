@@ -6,21 +6,23 @@
    model, chunk 0 of an eval sweep); else the reward of the first point (which stays in the
    fit). Compute-0 points are never fitted (the sigmoid equals R0 there by construction);
 3. excludes points below the cutoff (max of `cutoff` and `cutoff_fraction` x max compute);
-4. fits the sigmoid (`scalerl.fit.sigmoid`), the power law beside it (`scalerl.fit.powerlaw`),
-   bootstrap intervals (`scalerl.fit.bootstrap`) and the extrapolation check: a second fit on
-   compute <= `extrapolate_fraction` x the maximum, scored on the held-out later points;
+4. fits the sigmoid (`scalerl.fit.curves.sigmoid`), the power law beside it
+   (`scalerl.fit.curves.powerlaw`), bootstrap intervals (`scalerl.fit.curves.bootstrap`) and
+   the extrapolation check: a second fit on compute <= `extrapolate_fraction` x the maximum,
+   scored on the held-out later points;
 5. returns a `CurveFit` whose `to_dict()` is the content of `fit.json`, points included, so a
    report can redraw the curve without the input data.
 
 Weights: with `FitConfig.weighting = "binomial"` every step above is weighted least squares
-with w = 1 / se^2 (`scalerl.fit.noise`), which needs `n_samples`, the graded samples behind
-each point; with "noise", w = 1 / s^2 from the curve's own local noise (no n needed). Collapse: a curve that rose and then fell well below its peak
-(`scalerl.fit.collapse`, `FitConfig.collapse_drop`) gets `status = "collapsed"` with its peak
+with w = 1 / se^2 (`scalerl.fit.curves.noise`), which needs `n_samples`, the graded samples
+behind each point; with "noise", w = 1 / s^2 from the curve's own local noise (no n needed).
+Collapse: a curve that rose and then fell well below its peak (`scalerl.fit.curves.collapse`,
+`FitConfig.collapse_drop`) gets `status = "collapsed"` with its peak
 and is fitted only up to the peak (later points: status "after_peak"); with fewer than 4
 points up to the peak it raises `CollapseError`. Other curves have `status = "ok"`.
 
 The budget planner (`SigmoidFit.compute_for_fraction`) is stored for 50/75/90/95 % of the gain.
-Deliberately left out: reading files and grouping (`scalerl.fit.inputs`) and plotting.
+Deliberately left out: reading files and grouping (`scalerl.fit.readers.inputs`) and plotting.
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ import dataclasses
 import numpy as np
 
 from scalerl import __version__
-from scalerl.fit.bootstrap import bootstrap_intervals
-from scalerl.fit.collapse import detect_collapse
-from scalerl.fit.noise import binomial_weights, local_noise_weights
-from scalerl.fit.powerlaw import PowerLawFit, fit_power_law
-from scalerl.fit.sigmoid import (
+from scalerl.fit.curves.bootstrap import bootstrap_intervals
+from scalerl.fit.curves.collapse import detect_collapse
+from scalerl.fit.curves.noise import binomial_weights, local_noise_weights
+from scalerl.fit.curves.powerlaw import PowerLawFit, fit_power_law
+from scalerl.fit.curves.sigmoid import (
     MIN_POINTS,
     FitConfig,
     FitError,
@@ -147,7 +149,7 @@ class CurveFit:
     config: FitConfig
     warnings: tuple[str, ...]
     status: str = "ok"  # "ok" or "collapsed" (fitted up to the peak only)
-    collapse: dict | None = None  # scalerl.fit.collapse.detect_collapse's record
+    collapse: dict | None = None  # scalerl.fit.curves.collapse.detect_collapse's record
 
     @property
     def converged(self) -> bool:

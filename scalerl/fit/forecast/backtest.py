@@ -1,7 +1,7 @@
 """Backtest the predictions: how far was each prediction of the final pass rate from the end?
 
 For every finished run (one whose observed final pass rate is known), every prediction made
-along the way (`scalerl.fit.predict`, one row per chunk and form) is compared with the
+along the way (`scalerl.fit.forecast.predict`, one row per chunk and form) is compared with the
 observed final: `backtest_table(predictions, finals)` gives one row per prediction with
 error = predicted_final - observed_final, abs_error, and for the interval of the value the
 user observes (`observed_final_lo/hi`; predictions files written before it existed: the
@@ -9,10 +9,8 @@ curve interval `predicted_final_lo/hi`) its width and whether it covered the obs
 (NaN where the prediction has no interval, `interval_status`); `backtest_summary(table,
 fractions)` the median and 90th percentile of the absolute error, the share of predictions
 with an interval, their coverage (against the nominal `confidence`) and median width per form
-and fraction-of-compute bin; `plot_backtest(table,
-path)` the absolute error against the compute fraction, one line per run and form, sigmoid
-vs power law (matplotlib Agg). `finals_from_records(records)` takes the observed finals from
-fit.json records (the last point of each curve) for `scalerl.fit.report`.
+and fraction-of-compute bin. `finals_from_records(records)` takes the observed finals from
+fit.json records (the last point of each curve) for the report (`scalerl.fit.report.scaling`).
 
 Skill: a forecast is only worth having if it beats assuming the run stays where it is. Every
 prediction row carries the reward observed when it was made (`latest_reward`, the
@@ -26,34 +24,28 @@ predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from th
 each fraction of its final compute, scored against its last point.
 
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
-samples, `scalerl.fit.noise`): errors below that are not resolvable. The observed interval
+samples, `scalerl.fit.curves.noise`): errors below that are not resolvable. The observed interval
 includes that noise; a curve interval (which excludes it) would cover it less often than its
 nominal level, which is why coverage is scored on the observed interval.
 
-Deliberately left out: weighting runs and scoring the prediction of A (A is never observed).
+Deliberately left out: weighting runs, scoring the prediction of A (A is never observed), and
+the report's Markdown and figure of a backtest (`scalerl.fit.report.backtest`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from scalerl.fit.forecast.predict import FORMS, predict_final, prediction_rows
 
-from scalerl.utils.io import atomic_path  # noqa: E402
-
-__all__ = ["backtest_table", "backtest_summary", "plot_backtest", "finals_from_records",
-           "backtest_markdown", "backtest_curve", "DEFAULT_BINS", "DEFAULT_FRACTIONS",
-           "SUMMARY_COLUMNS"]
+__all__ = ["backtest_table", "backtest_summary", "finals_from_records", "backtest_curve",
+           "DEFAULT_BINS", "DEFAULT_FRACTIONS", "SUMMARY_COLUMNS"]
 
 DEFAULT_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
 DEFAULT_FRACTIONS = (0.25, 0.5, 0.75)
-FORM_COLOURS = {"sigmoid": "C1", "power_law": "C2"}
 
 
 def backtest_table(predictions: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFrame:
@@ -134,65 +126,6 @@ def _skill(sub: pd.DataFrame) -> dict:
             "persistence_p90_abs_error": float(pers.quantile(0.9)), "error_ratio": ratio}
 
 
-def backtest_markdown(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) -> str:
-    """The report section: the summary as a Markdown table."""
-    summary = backtest_summary(table, bins)
-    conf = summary["confidence"].dropna()
-    nominal = f"{conf.iloc[0]:.0%}" if len(conf) else "the nominal level"
-    lines = ["", "## Prediction backtest", "",
-             f"{table['run'].nunique()} finished run(s): predictions of the final pass rate "
-             "made at a fraction of the compute (`scalerl predict`) against the observed final."
-             " with interval: share of predictions the data supported an interval for; "
-             f"coverage: share of those intervals (of one observed eval, nominal {nominal}) "
-             "containing the observed final; width: their median width. persistence: the "
-             "last-value forecast (the run stays at the reward observed when predicting); "
-             "ratio = median abs. error / persistence's (< 1: the forecast is better).", "",
-             "| form | compute fraction | predictions | median abs. error | p90 abs. error "
-             "| with interval | coverage | width | persistence median | persistence p90 "
-             "| ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for _, r in summary.iterrows():
-        lines.append(f"| {r['form']} | {r['fraction_bin']} | {r['n']} | "
-                     f"{r['median_abs_error']:.3f} | {r['p90_abs_error']:.3f} | "
-                     f"{_pct(r['with_interval'])} | {_pct(r['coverage'])} | "
-                     f"{_num(r['median_width'])} | {_num(r['persistence_median_abs_error'])} | "
-                     f"{_num(r['persistence_p90_abs_error'])} | "
-                     f"{_num(r['error_ratio'], '.2f')} |")
-    return "\n".join(lines) + "\n"
-
-
-def _num(value: float, spec: str = ".3f") -> str:
-    return "n/a" if not np.isfinite(value) else format(value, spec)
-
-
-def _pct(value: float) -> str:
-    return "n/a" if not np.isfinite(value) else f"{value:.0%}"
-
-
-def plot_backtest(table: pd.DataFrame, path: str | Path, title: str = "") -> None:
-    """|predicted - observed final| against the fraction of compute, per run and form."""
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for form, sub in table.groupby("form", sort=True):
-        colour = FORM_COLOURS.get(form, "C0")
-        for _, run in sub.groupby(["run", "task"], sort=True):
-            ax.plot(run["compute_fraction"], run["abs_error"], color=colour, alpha=0.35, lw=1,
-                    marker="o", ms=3, label=None)
-        med = sub.groupby(pd.cut(sub["compute_fraction"], np.linspace(0, 1, 11)),
-                          observed=True)["abs_error"].median()
-        centres = [iv.mid for iv in med.index]
-        ax.plot(centres, med.to_numpy(), color=colour, lw=2.5, label=f"{form} (median)")
-    ax.set_yscale("symlog", linthresh=0.01)
-    ax.set_xlabel("fraction of the run's compute when predicting")
-    ax.set_ylabel("|predicted - observed final pass rate|")
-    ax.set_xlim(0, 1.02)
-    ax.set_title(title or f"prediction error, {table['run'].nunique()} finished run(s)",
-                 fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
 def finals_from_records(records: Sequence[dict]) -> pd.DataFrame:
     """Observed finals from fit.json records: run and task from group/meta, the reward of the
     curve's last point (records without a run id are skipped)."""
@@ -212,8 +145,6 @@ def backtest_curve(compute, reward, *, run: str, task: str, config=None,
     """Prediction rows (PREDICTIONS_SCHEMA) of one finished curve at each fraction of its
     final compute (from the points with compute <= fraction x final; chunk = the index of the
     latest of them), and its finals row {run, task, observed_final}: the last point."""
-    from scalerl.fit.predict import FORMS, predict_final, prediction_rows
-
     c = np.asarray(compute, float).ravel()
     y = np.asarray(reward, float).ravel()
     order = np.argsort(c, kind="stable")

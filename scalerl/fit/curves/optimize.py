@@ -4,10 +4,10 @@
 without a per-point optimiser call; `polish` refines (A, B, C_mid) jointly with
 `scipy.optimize.least_squares` inside the grid's ranges, working on ln C_mid so compute in
 GPU-hours, steps or FLOPs is equally well conditioned. The model and its inputs are
-documented in `scalerl.fit.sigmoid`.
+documented in `scalerl.fit.curves.sigmoid`.
 
 Weights (optional, `weights` [N]): both minimise sum_j w_j r_j^2 instead of sum_j r_j^2
-(weighted least squares, e.g. w = 1 / se_j^2 from `scalerl.fit.noise`); None is unweighted.
+(weighted least squares, e.g. w = 1 / se_j^2 from `scalerl.fit.curves.noise`); None is unweighted.
 
 Deliberately left out: multi-start polishing (the grid supplies the start).
 """
@@ -21,7 +21,7 @@ from scipy.optimize import least_squares
 from scipy.special import expit
 
 if TYPE_CHECKING:
-    from scalerl.fit.sigmoid import FitConfig
+    from scalerl.fit.curves.sigmoid import FitConfig
 
 __all__ = ["grid_search", "polish", "N_REFINE"]
 

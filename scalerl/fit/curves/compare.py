@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scalerl.fit.curve import select_points
-from scalerl.fit.sigmoid import FitConfig, SigmoidFit, fit_sigmoid
+from scalerl.fit.curves.curve import select_points
+from scalerl.fit.curves.sigmoid import FitConfig, SigmoidFit, fit_sigmoid
 
 __all__ = ["Curve", "CommonAFit", "refit_common_a", "A_MARGIN"]
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from scalerl.fit.compare import A_MARGIN
+from scalerl.fit.curves.compare import A_MARGIN
 
 __all__ = ["SCALE_AXES", "axes_markdown", "basis", "flag_reason", "verdict"]
 

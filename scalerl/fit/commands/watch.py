@@ -3,14 +3,14 @@ they train, with a forecast of where each is heading.
 
 Every `--interval` seconds (default 30; a plain wait between polls, never a busy loop) the
 inputs are read again (TensorBoard event files incrementally, MLflow stores and tables whole:
-`scalerl.fit.inputs`); each run whose points changed since its last forecast is predicted
-again (`scalerl.fit.forecast`: sigmoid and power law, calibrated intervals,
-`scalerl.fit.intervals`). After each poll with a change:
+`scalerl.fit.readers.inputs`); each run whose points changed since its last forecast is predicted
+again (`scalerl.fit.forecast.runs`: sigmoid and power law, calibrated intervals,
+`scalerl.fit.forecast.intervals`). After each poll with a change:
 - one table, kept up to date (redrawn in place on a terminal, printed again when it changed
   otherwise; `scalerl.utils.log.LiveBlock`): run, progress (step / final step), latest value,
   predicted final [95 % interval of one eval], A [interval], whether C_mid is reached, the
   interval status, and the verdict: too early (under `--min-fraction` of its compute, too few
-  points, or no interval of A yet), collapsed, stop (the racing rule, `scalerl.fit.racing`:
+  points, or no interval of A yet), collapsed, stop (the racing rule, `scalerl.fit.forecast.racing`:
   its A interval lies clearly below the best run's), continue, or finished;
 - OUT/predictions.parquet (every forecast made so far, PREDICTIONS_SCHEMA, so `scalerl race
   --predictions` and a backtest read it) and OUT/forecast.png (points, fitted sigmoid,
@@ -36,28 +36,28 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.fit.forecast import (
-    add_input_arguments,
+from scalerl.fit.commands.options import (
+    add_final_options,
+    add_fit_options,
+    add_input_options,
     curves_from_args,
-    final_compute_of,
-    forecast_rows,
-    forecast_table,
+    fit_config,
     inputs_from_args,
-    reached_final,
-    verdicts,
 )
-from scalerl.fit.predict import merge_predictions, read_predictions, write_predictions
+from scalerl.fit.forecast.predict import merge_predictions, read_predictions, write_predictions
+from scalerl.fit.forecast.runs import final_compute_of, forecast_rows, reached_final, verdicts
+from scalerl.fit.report.forecasts import forecast_table
+from scalerl.fit.report.plots import plot_forecasts
 from scalerl.utils.log import LiveBlock, progress
 
 MIN_INTERVAL_S = 0.1  # the shortest wait between two polls
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from scalerl.fit.predict_cli import add_fit_options
-
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    add_input_arguments(parser)
+    add_input_options(parser)
+    add_final_options(parser, required=True)
     parser.add_argument("--out", default="watch", help="directory for predictions.parquet and "
                         "forecast.png (default ./watch)")
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between two "
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-fraction", type=float, default=0.3, help="verdict 'too early' "
                         "before this fraction of a run's compute (default 0.3)")
     parser.add_argument("--margin", type=float, help="racing margin on A (default 0.02)")
-    add_fit_options(parser)
+    add_fit_options(parser, forecast=True)
 
 
 class Watch:
@@ -139,8 +139,6 @@ class Watch:
         return [title, *forecast_table(rows, verdict, steps=self.progress_text())]
 
     def write(self) -> None:
-        from scalerl.fit.plots import plot_forecasts
-
         write_predictions(self.out / "predictions.parquet", self.rows)
         plot_forecasts(self.curves, [self.latest[(c.run, c.task)] for c in self.curves
                                      if (c.run, c.task) in self.latest],
@@ -155,8 +153,6 @@ class Watch:
 def watch(args: argparse.Namespace, *, wait: Callable[[float], None] = time.sleep,
           block: LiveBlock | None = None) -> int:
     """The polling loop; `wait(seconds)` sleeps between polls (a test passes its own)."""
-    from scalerl.fit.predict_cli import fit_config
-
     if not np.isfinite(args.interval) or args.interval < MIN_INTERVAL_S:
         raise ValueError(f"--interval must be at least {MIN_INTERVAL_S} s, got {args.interval}")
     if args.max_polls is not None and args.max_polls < 1:

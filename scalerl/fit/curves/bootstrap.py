@@ -21,13 +21,13 @@ estimate, inside the same ranges as the point fit (a full grid search per replic
 cost ~100x more and lands in the same basin for curves the point fit resolves). Intervals are
 percentile intervals at `FitConfig.confidence`. Seeded by `FitConfig.bootstrap_seed`. The
 fitted replicates are kept (`draws`: [n_ok, 3] rows of A, B, C_mid) so a plot can draw the
-curve's pointwise band (`scalerl.fit.panels`).
+curve's pointwise band (`scalerl.fit.report.panels`).
 
 With weights w_j = 1 / se_j^2 (`FitConfig.weighting = "binomial"`) the residual scheme
 resamples standardised residuals (y_j - f_j) / se_j and scales each back by its own se_j; the
 point scheme carries each point's weight with it; every replicate is refitted weighted.
 `keep_draws=True` returns the replicates' (A, B, C_mid) too, for intervals of derived
-quantities (the predicted final reward of `scalerl.fit.predict`).
+quantities (the predicted final reward of `scalerl.fit.forecast.predict`).
 
 Deliberately left out: BCa corrections and resampling R0 (it is treated as known).
 """
@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalerl.fit.optimize import polish
-from scalerl.fit.sigmoid import FitConfig, SigmoidFit, sigmoid
+from scalerl.fit.curves.optimize import polish
+from scalerl.fit.curves.sigmoid import FitConfig, SigmoidFit, sigmoid
 
 __all__ = ["bootstrap_intervals", "block_length", "resample_indices"]
 
@@ -79,8 +79,8 @@ def bootstrap_intervals(compute, reward, fit: SigmoidFit, config: FitConfig,
     by compute); `weights` [N]: the fit's weights, if any. `keep_draws`: also return
     "draws", the [n_ok, 3] array of replicate (A, B, C_mid). `residual_pool` [M]: centred
     standardised residuals to resample instead of the fit's own (a prefix of a run
-    bootstrapped with the whole run's residuals, `scalerl.fit.intervals`); the scheme is then
-    blocks or residuals, never points.
+    bootstrapped with the whole run's residuals, `scalerl.fit.forecast.intervals`); the scheme
+    is then blocks or residuals, never points.
     """
     c = np.asarray(compute, dtype=float)
     y = np.asarray(reward, dtype=float)

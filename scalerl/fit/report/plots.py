@@ -28,8 +28,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from scalerl.fit.powerlaw import power_law  # noqa: E402
-from scalerl.fit.sigmoid import sigmoid  # noqa: E402
+from scalerl.fit.curves.powerlaw import power_law  # noqa: E402
+from scalerl.fit.curves.sigmoid import sigmoid  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
 __all__ = ["plot_curve", "plot_combined", "record_label", "plot_forecasts"]

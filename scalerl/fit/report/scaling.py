@@ -1,16 +1,19 @@
 """The scaling report: many `fit.json` records -> one table, Markdown and a combined plot.
 
 `collect_records(paths)` reads fit.json files (a directory is searched recursively for files
-named `fit.json`). `fits_frame(records, by)` flattens them to one row per fit: the `by`
-columns (taken from each record's `group`, then `meta`), A/B/C_mid with their bootstrap
-intervals (`*_lo`, `*_hi`), R0, R², SSE, point counts, the extrapolation errors, the power
-law, the budget to 90 % of the gain, `converged` and the warnings. `write_report(records,
-out, by, order)` writes `scaling.parquet`, `scaling.md` (with the comparison along the scale
-axes of `scalerl.fit.axes`) and `curves.png` atomically (small multiples, `scalerl.fit.panels`:
-a panel per task, colour by model, line style by gen_len, bootstrap bands). Fits sharing all
-`by` values (seeds) are also summarised per cell with the spread of A against the paper's
-0.02 margin. With `predictions` (rows of predictions.parquet, `scalerl predict`) the report
-adds a prediction backtest (`scalerl.fit.backtest`): a section of scaling.md and backtest.png.
+named `fit.json`). `fits_frame(records, by)` flattens them to one row per fit: the `by` columns
+(taken from each record's `group`, then `meta`), A/B/C_mid with their bootstrap intervals
+(`*_lo`, `*_hi`), R0, R², SSE, point counts, the extrapolation errors, the power law, the budget
+to 90 % of the gain, `converged` and the warnings. `write_report(records, out, by, order)`
+writes `scaling.parquet`, `scaling.md` (with the comparison along the scale axes of
+`scalerl.fit.report.axes`) and `curves.png` atomically (small multiples,
+`scalerl.fit.report.panels`: a panel per task, colour by model, line style by gen_len, bootstrap
+bands). Fits sharing all `by` values (seeds) are also summarised per cell with the spread of A
+against the paper's 0.02 margin. With `predictions` (rows of predictions.parquet, `scalerl
+predict`) the report adds a prediction backtest (`scalerl.fit.forecast.backtest`, shown by
+`scalerl.fit.report.backtest`): a section of scaling.md and backtest.png; with `racing` the
+racing section (`scalerl.fit.report.racing`), with `steps` the mismatch section
+(`scalerl.fit.report.mismatch`).
 
 Deliberately left out: re-fitting (the report trusts the records) and HTML output.
 """
@@ -24,10 +27,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalerl.fit.axes import axes_markdown
-from scalerl.fit.compare import A_MARGIN
-from scalerl.fit.panels import plot_panels
-from scalerl.fit.plots import record_label
+from scalerl.fit.curves.compare import A_MARGIN
+from scalerl.fit.forecast.backtest import backtest_table, finals_from_records
+from scalerl.fit.report.axes import axes_markdown
+from scalerl.fit.report.backtest import backtest_markdown, plot_backtest
+from scalerl.fit.report.mismatch import mismatch_frame, mismatch_markdown, plot_mismatch
+from scalerl.fit.report.panels import plot_panels
+from scalerl.fit.report.plots import record_label
+from scalerl.fit.report.racing import racing_markdown
 from scalerl.utils.io import atomic_path, write_text_atomic
 
 __all__ = ["collect_records", "fits_frame", "fits_markdown", "write_report", "DEFAULT_BY"]
@@ -173,7 +180,8 @@ def _cells_markdown(df: pd.DataFrame, by: Sequence[str]) -> str:
         return ""
     lines = ["", "## Cells with several fits", "",
              f"A spread = max - min over the cell; within margin: spread <= {A_MARGIN} (paper "
-             "§2.1: then compare B at a common A, `scalerl.fit.compare.refit_common_a`).", "",
+             "§2.1: then compare B at a common A, "
+             "`scalerl.fit.curves.compare.refit_common_a`).", "",
              "| " + " | ".join([*by, "fits", "mean A", "A spread", "within margin",
                                 "mean B", "mean C_mid"]) + " |",
              "|" + "---|" * (len(by) + 6)]
@@ -197,10 +205,10 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
     `predictions`: also the backtest section and backtest.png (when any run matches);
     `racing`: decision files of `scalerl race`, listed in a racing section;
     `steps`: steps.parquet files or checkpoint directories, for the generator–trainer mismatch
-    section and mismatch.png (`scalerl.fit.mismatch`).
+    section and mismatch.png (`scalerl.fit.report.mismatch`).
 
     `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
-    the "does more scale raise the ceiling" section (`scalerl.fit.axes`)."""
+    the "does more scale raise the ceiling" section (`scalerl.fit.report.axes`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     present = [k for k in by if any(_value(r, k) is not None for r in records)]
@@ -216,17 +224,8 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
     backtest_text = ""
     racing_text = ""
     if racing:
-        from scalerl.fit.racing import racing_markdown
-
         racing_text = racing_markdown(racing)
     if predictions is not None and len(predictions):
-        from scalerl.fit.backtest import (
-            backtest_markdown,
-            backtest_table,
-            finals_from_records,
-            plot_backtest,
-        )
-
         table = backtest_table(predictions, finals_from_records(records))
         if len(table):
             backtest_text = backtest_markdown(table)
@@ -234,8 +233,6 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
             plot_backtest(table, paths["backtest"])
     mismatch_text = ""
     if steps:
-        from scalerl.fit.mismatch import mismatch_frame, mismatch_markdown, plot_mismatch
-
         frame = mismatch_frame(steps)
         if len(frame):
             mismatch_text = mismatch_markdown(frame)

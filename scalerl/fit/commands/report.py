@@ -17,6 +17,8 @@ writes, atomically:
                           in scaling.md
 --order model=tiny-s,tiny-m gives an axis's values smallest first (gen_len is numeric).
 Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
+
+Deliberately left out: re-fitting (the report trusts the fit.json records) and HTML output.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from __future__ import annotations
 import argparse
 
 from scalerl.config import key_value
-from scalerl.fit.report import DEFAULT_BY, collect_records, write_report
+from scalerl.fit.forecast.predict import read_predictions
+from scalerl.fit.report.scaling import DEFAULT_BY, collect_records, write_report
 from scalerl.utils.log import progress
 
 
@@ -59,8 +62,6 @@ def run(args: argparse.Namespace) -> int:
     progress(f"report: {len(records)} fit(s), by {', '.join(by) or '(nothing)'}")
     predictions = None
     if args.predictions:
-        from scalerl.fit.predict import read_predictions
-
         predictions = read_predictions(args.predictions)
     paths = write_report(records, args.out, by, order, predictions, args.racing, args.steps)
     flagged = sum(not r.get("converged", False) for r in records)

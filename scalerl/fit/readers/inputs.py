@@ -1,12 +1,13 @@
-"""Read curves to fit from any run's logs: tables, TensorBoard event files, MLflow stores.
+"""Curves from any run's logs: tables, TensorBoard event files, MLflow stores -> `PointGroup`s.
 
 Accepted inputs (an input = a file, a directory, or a store; several are concatenated):
 - TensorBoard log directories (any directory holding `events.out.tfevents.*` files, at any
   depth) and MLflow tracking stores (a `.db` file, an `mlruns` directory or a tracking URI),
-  read by `scalerl.fit.logs` into the same tables: one row per run and step, columns `run`,
-  `step`, `wall_time` (seconds since the run's first value) and one per metric (`--metric`
-  picks the reward, `--compute-col` step, wall_time or another metric);
-- Parquet/CSV files, or a directory of them (its *.parquet/*.csv files, concatenated):
+  read by `scalerl.fit.readers.logs` into the same tables: one row per run and step, columns
+  `run`, `step`, `wall_time` (seconds since the run's first value) and one per metric
+  (`--metric` picks the reward, `--compute-col` step, wall_time or another metric);
+- Parquet/CSV files, or a directory of them (its *.parquet/*.csv files, concatenated; read by
+  `scalerl.fit.readers.tables`):
 - one row per evaluation point (any framework): a compute column and a reward column;
 - the per-sample eval Parquet of scalerl (`scalerl/eval/schema.py`: run, model, gen_len,
   recipe, seed, chunk, step, compute_flops, compute_device_hours, task, prompt_id, sample_idx,
@@ -17,20 +18,21 @@ Accepted inputs (an input = a file, a directory, or a store; several are concate
   W&B's wall-time columns can be the compute axis: `_runtime` (seconds since the run
   started) is used as is, `_timestamp` (Unix seconds) as seconds since its first value in the
   group. A metric that rises and then falls (a collapsed run) is read like any other; the fit
-  reports it (`scalerl.fit.collapse`);
-- a W&B chart's "Export CSV" (columns `Step`, `<run> - <metric>`, `<run> - <metric>__MIN`,
-  `<run> - <metric>__MAX`): melted to one row per run and step (`run`, `step`, `<metric>`;
-  the __MIN/__MAX columns of a smoothed or grouped chart are dropped).
+  reports it (`scalerl.fit.curves.collapse`);
+- a W&B chart's "Export CSV": melted to one row per run and step
+  (`scalerl.fit.readers.tables.melt_wandb_chart`).
 
 Runs: each input is one named run unless its rows say otherwise: a table without a `run`
 column gets one, named `NAME` for an input given as `NAME=PATH`, else the file's stem or the
 directory's name (a TensorBoard directory of several runs: each sub-directory's relative
-path, `NAME/<path>` when named; an MLflow store: its runs' names, `NAME/<run>` when named). Two inputs with the same name are an error naming both. `Inputs`
-holds the readers, so `scalerl watch` re-reads TensorBoard logs incrementally.
+path, `NAME/<path>` when named; an MLflow store: its runs' names, `NAME/<run>` when named).
+Two inputs with the same name are an error naming both. `Inputs` holds the readers, so
+`scalerl watch` re-reads TensorBoard logs incrementally.
 
 Noise: every point carries `stderr`, the binomial standard error sqrt(p (1 - p) / n) of its
-pass rate (n = samples averaged, `scalerl.fit.noise`), when the reward is 0/1 per sample (a
-per-sample eval's `correct`); otherwise NaN (a point CSV does not say how it was measured).
+pass rate (n = samples averaged, `scalerl.fit.curves.noise`), when the reward is 0/1 per
+sample (a per-sample eval's `correct`); otherwise NaN (a point CSV does not say how it was
+measured).
 
 Column auto-detection (first present wins; a name also matches the last `/` part of a column
 such as `eval/pass_rate`): compute from `COMPUTE_COLUMNS`, reward from `REWARD_COLUMNS`
@@ -45,7 +47,8 @@ older config of this one, given by mistake), `InputError` names both files and t
 Every curve also carries the step of each point (`PointGroup.step`) when the table has a
 step column (`STEP_COLUMNS`), so a final step can be turned into a final compute.
 
-Deliberately left out: reading W&B's own run files directly (export a CSV).
+Deliberately left out: reading W&B's own run files directly (export a CSV), and fitting or
+forecasting the curves (the `curves` and `forecast` layers).
 """
 
 from __future__ import annotations
@@ -57,11 +60,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.noise import binomial_se
+from scalerl.fit.curves.noise import binomial_se
+from scalerl.fit.readers import logs
+from scalerl.fit.readers.tables import (
+    InputError,
+    concat_tables,
+    config_hash,
+    read_table,
+    resolve_column,
+    row_source,
+    table_files,
+)
 
-__all__ = ["InputError", "PointGroup", "Inputs", "read_tables", "load_groups",
-           "resolve_column", "group_slug", "COMPUTE_COLUMNS", "REWARD_COLUMNS", "META_COLUMNS",
-           "STEP_COLUMNS"]
+__all__ = ["PointGroup", "Inputs", "load_groups", "group_slug", "COMPUTE_COLUMNS",
+           "REWARD_COLUMNS", "META_COLUMNS", "STEP_COLUMNS"]
 
 COMPUTE_COLUMNS = ("compute", "compute_device_hours", "compute_gpu_hours", "gpu_hours",
                    "device_hours", "compute_flops", "flops", "step", "_step", "global_step",
@@ -73,10 +85,6 @@ REWARD_COLUMNS = ("pass_rate", "correct", "accuracy", "acc", "reward_mean", "mea
 SAMPLE_REWARD_COLUMNS = ("correct", "reward")
 META_COLUMNS = ("run", "model", "gen_len", "recipe", "seed", "task", "batch")
 DEFAULT_GROUP_COLUMNS = ("run", "task")
-
-
-class InputError(ValueError):
-    """An input file or column is missing or unusable; the message lists what is available."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,79 +108,6 @@ def _plain(v):
     if v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return None
     return v
-
-
-def _expand(paths: Sequence[str | Path]) -> list[Path]:
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(q for q in p.iterdir() if _kind(q))
-            if not found:
-                raise InputError(f"directory {p} holds no .parquet or .csv file (nor "
-                                 "TensorBoard event files)")
-            files.extend(found)
-        elif not p.exists():
-            raise FileNotFoundError(f"input {p} does not exist")
-        else:
-            files.append(p)
-    if not files:
-        raise InputError("no input files given")
-    return files
-
-
-def _kind(path: Path) -> str | None:
-    name = path.name.lower()
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith((".csv", ".csv.gz", ".tsv")):
-        return "csv"
-    return None
-
-
-def _read_file(path: Path) -> pd.DataFrame:
-    kind = _kind(path)
-    if kind == "parquet":
-        return pd.read_parquet(path)
-    if kind == "csv":
-        return melt_wandb_chart(pd.read_csv(path, sep="\t" if path.name.endswith(".tsv")
-                                            else ","))
-    raise InputError(f"{path}: unknown format; give .parquet or .csv files, a TensorBoard log "
-                     "directory or an MLflow store")
-
-
-def melt_wandb_chart(df: pd.DataFrame) -> pd.DataFrame:
-    """A W&B chart export (`Step`, `<run> - <metric>`[__MIN|__MAX]) -> run, step, metric
-    columns; any other table is returned as is."""
-    if "Step" not in df.columns:
-        return df
-    series = [c for c in df.columns if " - " in str(c) and not str(c).endswith(("__MIN",
-                                                                              "__MAX"))]
-    if not series:
-        return df
-    parts = []
-    for col in series:
-        run, metric = str(col).rsplit(" - ", 1)
-        part = pd.DataFrame({"run": run, "step": df["Step"], metric: df[col]})
-        parts.append(part[part[metric].notna()])
-    return pd.concat(parts, ignore_index=True)
-
-
-def read_tables(paths: Sequence[str | Path]) -> pd.DataFrame:
-    """Concatenate Parquet and CSV files (union of columns)."""
-    frames, sources = [], []
-    for path in _expand(paths):
-        frames.append(_read_file(path))
-        sources.append((str(path), len(frames[-1])))
-    return _concat(frames, sources, [_config_hash(path) for path, _ in sources], paths)
-
-
-def _concat(frames, sources, hashes, paths) -> pd.DataFrame:
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    df.attrs["scalerl.sources"] = sources  # (file, n rows) in concat order, for error messages
-    df.attrs["scalerl.config_hashes"] = hashes  # per source: Parquet metadata, else None
-    if df.empty:
-        raise InputError(f"the input ({', '.join(map(str, paths))}) has no rows")
-    return df
 
 
 def _split_name(spec: str) -> tuple[str | None, str]:
@@ -201,8 +136,6 @@ class Inputs:
 
     @staticmethod
     def _source(spec, name, target, experiments, run_ids):
-        from scalerl.fit import logs
-
         uri = logs.mlflow_uri(target)
         if uri is not None:
             return spec, name or "", "mlflow", logs.MlflowStore(
@@ -213,7 +146,7 @@ class Inputs:
         default = path.name.split(".")[0] if path.is_file() else path.resolve().name
         if path.is_dir() and logs.tensorboard_runs(path):
             return spec, name or default, "tensorboard", logs.TensorBoardLog(path, name)
-        return spec, name or default, "table", _expand([path])
+        return spec, name or default, "table", table_files([path])
 
     def read(self, wanted: Sequence[str] | None = None) -> pd.DataFrame:
         """All inputs as one table; tables get a `run` column from their input's name.
@@ -222,13 +155,13 @@ class Inputs:
         for spec, name, kind, reader in self.sources:
             if kind == "table":
                 for path in reader:
-                    frame = _read_file(path)
+                    frame = read_table(path)
                     if "run" not in frame.columns:
                         frame = frame.assign(run=name)
                         _claim(owner, name, spec)
                     frames.append(frame)
                     sources.append((str(path), len(frame)))
-                    hashes.append(_config_hash(str(path)))
+                    hashes.append(config_hash(str(path)))
                 continue
             frame = reader.read(wanted)
             for run in frame["run"].unique():
@@ -236,7 +169,7 @@ class Inputs:
             frames.append(frame)
             sources.append((spec, len(frame)))
             hashes.append(None)
-        return _concat(frames, sources, hashes, self.specs)
+        return concat_tables(frames, sources, hashes, self.specs)
 
 
 def _claim(owner: dict, run: str, spec: str) -> None:
@@ -244,17 +177,6 @@ def _claim(owner: dict, run: str, spec: str) -> None:
     if other != spec:
         raise InputError(f"inputs {other} and {spec} both give run {run!r}; name them "
                          f"apart: NAME=PATH (e.g. {run}-2={spec})")
-
-
-def _config_hash(path: str) -> str | None:
-    """The `scalerl.config_hash` of a Parquet file's metadata (None for CSV or without it)."""
-    if _kind(Path(path)) != "parquet":
-        return None
-    import pyarrow.parquet as pq
-
-    meta = pq.read_schema(path).metadata or {}
-    value = meta.get(b"scalerl.config_hash")
-    return value.decode() if value else None
 
 
 def _check_one_run(df: pd.DataFrame, rows: np.ndarray, key: dict) -> None:
@@ -284,42 +206,12 @@ def _check_one_run(df: pd.DataFrame, rows: np.ndarray, key: dict) -> None:
                     "evaluation), or group by run (--group-by run,...)")
 
 
-def resolve_column(df: pd.DataFrame, requested: str | None, candidates: Sequence[str],
-                   what: str, flag: str) -> str:
-    """The column to use: `requested` if given (must exist), else the first candidate found."""
-    cols = [str(c) for c in df.columns]
-    if requested is not None:
-        if requested not in df.columns:
-            raise InputError(f"{what} column {requested!r} not found; available columns: "
-                             f"{', '.join(cols)}")
-        return requested
-    for name in candidates:
-        if name in df.columns:
-            return name
-    for name in candidates:  # e.g. "eval/pass_rate" matches "pass_rate"
-        hits = [c for c in cols if c.rsplit("/", 1)[-1] == name]
-        if hits:
-            return hits[0]
-    raise InputError(f"no {what} column found (looked for {', '.join(candidates)}); pass "
-                     f"{flag}; available columns: {', '.join(cols)}")
-
-
 def group_slug(key: dict) -> str:
     """A directory name for a group: 'model=tiny-s_gen_len=64' (safe characters only)."""
     if not key:
         return "all"
     text = "_".join(f"{k}={v}" for k, v in key.items())
     return "".join(ch if ch.isalnum() or ch in "._=-" else "-" for ch in text)
-
-
-def _where(df: pd.DataFrame, index: int) -> str:
-    """'FILE row N' (0-based data row) for row `index` of a read_tables frame."""
-    start = 0
-    for path, n in df.attrs.get("scalerl.sources", []):
-        if index < start + n:
-            return f"{path} row {index - start}"
-        start += n
-    return f"row {index}"
 
 
 def load_groups(paths: Sequence[str | Path] | Inputs, *, compute_col: str | None = None,
@@ -353,7 +245,7 @@ def load_groups(paths: Sequence[str | Path] | Inputs, *, compute_col: str | None
     for name, values in ((rcol, reward), (ccol, compute)):
         bad = np.flatnonzero(np.isinf(values.to_numpy(float)))
         if len(bad):
-            raise InputError(f"{name!r} is infinite at {_where(df, int(bad[0]))}; repair or "
+            raise InputError(f"{name!r} is infinite at {row_source(df, int(bad[0]))}; repair or "
                              "re-run the step that wrote it, or drop the row")
     if reward.isna().any():
         n_missing = int(reward.isna().sum())

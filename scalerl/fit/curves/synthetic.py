@@ -10,6 +10,9 @@ steps up to `budget_mult` x C_mid, Gaussian noise sigma on each pass rate (a mea
 1,000 prompts has sigma ~ 0.01). The default budget_mult = 6 is the smallest multiple the
 paper's own budgets reach (16k GPU-h LOO runs / C_mid 2542 = 6.3; Section 5: 100k / 10909 =
 9.2, 50k / 4242 = 11.8); `benchmarks/bench_fit.py --table1-seeds` measures other multiples.
+
+Deliberately left out: other noise models (binomial counts, correlated residuals) and curves
+that collapse; tests build those themselves.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import dataclasses
 
 import numpy as np
 
-from scalerl.fit.sigmoid import sigmoid
+from scalerl.fit.curves.sigmoid import sigmoid
 
 __all__ = ["TABLE1", "TABLE1_R0", "SyntheticCurve", "table1_curve"]
 

@@ -3,7 +3,7 @@
 INPUT: TensorBoard log directories, MLflow stores (.db, mlruns, URI; --experiment / --run-id
 select runs), Parquet or CSV files (or directories of them): one row per evaluation point,
 scalerl's per-sample eval Parquet (averaged to pass rates), or a CSV exported from other logs
-such as a W&B history or chart export (see `scalerl.fit.inputs`). Each input is one run
+such as a W&B history or chart export (see `scalerl.fit.readers.inputs`). Each input is one run
 (NAME=INPUT names it) unless its rows carry a run column.
 
 Output layout (all files written atomically):
@@ -25,6 +25,9 @@ predicted_final, observed_final, ...}, budget {C_50, C_75, C_90, C_95}, grid, po
 A group that cannot be fitted (fewer than 4 points, ...) is reported in fits.json/fits.md and
 makes the command exit with status 2; a fit that ran but is not trustworthy (flat curve,
 parameter on a range bound) is written with converged = false and its warnings.
+
+Deliberately left out: forecasting a run's end (`scalerl predict`) and the report across
+fits (`scalerl report`, which reads these fit.json files).
 """
 
 from __future__ import annotations
@@ -36,77 +39,28 @@ from pathlib import Path
 
 import numpy as np
 
-from scalerl.config import ConfigError, key_value, load_mapping
-from scalerl.fit.curve import CollapseError, fit_curve
-from scalerl.fit.inputs import Inputs, group_slug, load_groups
-from scalerl.fit.plots import plot_combined, plot_curve
-from scalerl.fit.report import fits_frame, fits_markdown
-from scalerl.fit.sigmoid import WEIGHTINGS, FitConfig
+from scalerl.config import key_value
+from scalerl.fit.commands.options import (
+    add_fit_options,
+    add_input_options,
+    fit_config,
+    group_by_from,
+    inputs_from_args,
+)
+from scalerl.fit.curves.curve import CollapseError, fit_curve
+from scalerl.fit.readers.inputs import group_slug, load_groups
+from scalerl.fit.report.plots import plot_combined, plot_curve
+from scalerl.fit.report.scaling import fits_frame, fits_markdown
 from scalerl.utils.io import write_json_atomic, write_text_atomic
 from scalerl.utils.log import progress
-
-_FLAG_TO_FIELD = {
-    "r0": "r0", "cutoff": "cutoff", "cutoff_fraction": "cutoff_fraction",
-    "bootstrap": "bootstrap_n", "bootstrap_method": "bootstrap_method", "seed": "bootstrap_seed",
-    "a_min": "a_min", "a_max": "a_max", "a_step": "a_step", "cmid_min": "cmid_min",
-    "cmid_max": "cmid_max", "cmid_points": "cmid_points", "cmid_spacing": "cmid_spacing",
-    "b_min": "b_min", "b_max": "b_max", "weighting": "weighting",
-}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="TensorBoard dirs, MLflow "
-                        "stores, Parquet/CSV files or dirs; NAME=INPUT names a run")
+    add_input_options(parser)
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--compute-col", help="compute column (auto: compute, "
-                        "compute_device_hours, compute_flops, step, _step, ...)")
-    parser.add_argument("--reward-col", "--metric", dest="reward_col", help="reward column, "
-                        "TensorBoard tag or MLflow metric (auto: pass_rate, correct, accuracy, "
-                        "reward, ...; per-sample evals: correct)")
-    parser.add_argument("--experiment", action="append", default=[], metavar="NAME",
-                        help="MLflow: only the runs of this experiment (repeatable)")
-    parser.add_argument("--run-id", action="append", default=[], metavar="ID",
-                        help="MLflow: only this run (repeatable)")
-    parser.add_argument("--group-by", help="comma-separated columns, one curve per value "
-                        "combination (default: run and task when they vary)")
-    parser.add_argument("--r0", type=float, help="base-model reward R0 (default: the compute-0 "
-                        "point, else the first point)")
-    parser.add_argument("--cutoff", type=float, help="exclude compute below this (paper: 1500 "
-                        "GPU-hours; default 0)")
-    parser.add_argument("--cutoff-fraction", type=float, help="exclude compute below this "
-                        "fraction of the maximum")
-    parser.add_argument("--extrapolate-fraction", help="fit on compute <= this "
-                        "fraction of the max, score the rest; 'none' to skip (default 0.5)")
-    parser.add_argument("--bootstrap", type=int, help="bootstrap replicates (default 200; 0: "
-                        "no intervals)")
-    parser.add_argument("--bootstrap-method", choices=("blocks", "residuals", "points"),
-                        help="resample residuals of the fit in moving blocks (default: keeps "
-                        "their correlation), one by one, or resample the points")
-    parser.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
-    parser.add_argument("--paper-grid", action="store_true", help="the paper's grid: A "
-                        "0.450..0.800 by 0.005, C_mid 100 linear values in [100, 40000]")
-    grid_help = (
-        ("a-min", float, "lowest A (default: 0.45 for paper-like pass rates, else peak - 0.05)"),
-        ("a-max", float, "highest A (default: 0.80 for paper-like pass rates, else 1.0)"),
-        ("a-step", float, "A grid step (default 0.005, the paper's)"),
-        ("cmid-min", float, "lowest C_mid (default: smallest fitted compute)"),
-        ("cmid-max", float, "highest C_mid (default: 4 x largest fitted compute)"),
-        ("cmid-points", int, "number of C_mid values (default 100, the paper's)"),
-        ("b-min", float, "lower bound of B (default 0.05)"),
-        ("b-max", float, "upper bound of B (default 20)"),
-    )
-    for flag, kind, text in grid_help:
-        parser.add_argument(f"--{flag}", type=kind, help=text)
-    parser.add_argument("--cmid-spacing", choices=("auto", "linear", "log"),
-                        help="C_mid grid spacing (auto: log when the range spans >= 100x)")
-    parser.add_argument("--no-power-law", action="store_true", help="skip the power-law fit")
-    parser.add_argument("--weighting", choices=WEIGHTINGS,
-                        help="point weights: none (default, the paper's), binomial (1 / se^2, "
-                             "se = sqrt(p (1 - p) / n); needs per-sample evals) or noise (1 / "
-                             "s^2, s the curve's local noise; for logs without n)")
-    parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
+    add_fit_options(parser, forecast=False)
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="copied into fit.json 'meta' (repeatable), e.g. --meta recipe=cispo")
     parser.add_argument("--tracking", metavar="RUN_YAML",
@@ -131,27 +85,6 @@ def parse_meta(items: list[str]) -> dict:
     return meta
 
 
-def config_from_args(args: argparse.Namespace) -> FitConfig:
-    data = load_mapping(args.config) if args.config else {}
-    if args.paper_grid:
-        paper = FitConfig.paper().to_dict()
-        data.update({k: paper[k] for k in ("a_min", "a_max", "a_step", "cmid_min", "cmid_max",
-                                           "cmid_points", "cmid_spacing")})
-    for flag, field in _FLAG_TO_FIELD.items():
-        value = getattr(args, flag)
-        if value is not None:
-            data[field] = value
-    if args.extrapolate_fraction is not None:
-        text = args.extrapolate_fraction.strip().lower()
-        data["extrapolate_fraction"] = None if text in ("none", "0", "off") else float(text)
-    if args.no_power_law:
-        data["power_law"] = False
-    try:
-        return FitConfig.from_dict(data)
-    except ConfigError as err:
-        raise ConfigError(f"fit options: {err}") from None
-
-
 def _num(value: float | None, spec: str) -> str:
     """A number for a progress line; fits that failed part-way carry None."""
     return "n/a" if value is None else format(value, spec)
@@ -171,13 +104,11 @@ def _log_fits(run_yaml: str, records: list[dict]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+    config = fit_config(args)
     meta_extra = parse_meta(args.meta)
-    group_by = [c.strip() for c in args.group_by.split(",") if c.strip()] \
-        if args.group_by else None
-    inputs = Inputs(args.inputs, experiments=args.experiment, run_ids=args.run_id)
-    groups, info = load_groups(inputs, compute_col=args.compute_col,
-                               reward_col=args.reward_col, group_by=group_by)
+    group_by = group_by_from(args)
+    groups, info = load_groups(inputs_from_args(args), compute_col=args.compute_col,
+                               reward_col=args.metric, group_by=group_by)
     out = Path(args.out)
     single = len(groups) == 1 and not groups[0].key
     progress(f"fit: {len(groups)} curve(s) from {info['n_rows']} row(s); compute = "

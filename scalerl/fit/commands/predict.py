@@ -1,26 +1,27 @@
 """`scalerl predict (INPUT... | --eval EVAL...) (--final-step N | --final-compute X |
 --run-config run.yaml) [--out FILE]`: where is each run heading?
 
-Predicts each run's final value and asymptote A from its points so far (`scalerl.fit.predict`)
-with the sigmoid and the power law, prints one line per run (latest value, predicted final
-[interval], A [interval], whether C_mid is reached, status: collapsed, few_points, ...) and,
-with `--out`, writes the rows of the latest point of every run into predictions.parquet
-(`PREDICTIONS_SCHEMA`), atomically. Rows of that (run, task, chunk) already in FILE are
-replaced, all others kept, so re-running after each eval is idempotent and a crashed run
-resumes. `--all-chunks` predicts at every point (the points up to it) and skips those FILE
-already has unless `--force`: the input of a backtest (`scalerl.fit.backtest`).
+Predicts each run's final value and asymptote A from its points so far
+(`scalerl.fit.forecast.predict`) with the sigmoid and the power law, prints one line per run
+(latest value, predicted final [interval], A [interval], whether C_mid is reached, status:
+collapsed, few_points, ...) and, with `--out`, writes the rows of the latest point of every run
+into predictions.parquet (`PREDICTIONS_SCHEMA`), atomically. Rows of that (run, task, chunk)
+already in FILE are replaced, all others kept, so re-running after each eval is idempotent and a
+crashed run resumes. `--all-chunks` predicts at every point (the points up to it) and skips
+those FILE already has unless `--force`: the input of a backtest
+(`scalerl.fit.forecast.backtest`).
 
-INPUT: any run's logs (`scalerl.fit.inputs`): TensorBoard log directories, MLflow stores,
-CSV/Parquet tables (W&B history or chart exports, one row per eval point), several runs per
-call (one input per run, `NAME=INPUT` to name it, or `--group-by`). `--metric` picks the
+INPUT: any run's logs (`scalerl.fit.readers.inputs`): TensorBoard log directories, MLflow
+stores, CSV/Parquet tables (W&B history or chart exports, one row per eval point), several runs
+per call (one input per run, `NAME=INPUT` to name it, or `--group-by`). `--metric` picks the
 value to forecast (the task column of the output is the metric's name unless the table has a
 task), `--compute-col` the x-axis (default: step). For these rows `chunk` is the index of the
 latest point fitted.
 
-Intervals: 95 % by default (`confidence` in --config), calibrated (`scalerl.fit.intervals`):
-`observed_final_lo/hi` for the eval of the final model the user will see,
-`predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`; `interval_status` says
-when the data cannot support one yet (bounds empty).
+Intervals: 95 % by default (`confidence` in --config), calibrated
+(`scalerl.fit.forecast.intervals`): `observed_final_lo/hi` for the eval of the final model the
+user will see, `predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`;
+`interval_status` says when the data cannot support one yet (bounds empty).
 
 EVAL (`--eval`): scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run;
 only the held-out split (`dataset` = val) is used when the column exists. Pass rate per (task,
@@ -34,9 +35,12 @@ steps_per_chunk x `--chunks`.
 
 `--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
 `--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
-(`scalerl.fit.backtest`): median and p90 absolute error against the last point, for the
+(`scalerl.fit.forecast.backtest`): median and p90 absolute error against the last point, for the
 sigmoid, the power law and the persistence forecast (the value when predicting), and the
 ratio of the forecast's median error to persistence's.
+
+Deliberately left out: stopping runs (`scalerl race`), following them while they train
+(`scalerl watch`), and a plot (`scalerl watch` draws forecast.png).
 """
 
 from __future__ import annotations
@@ -47,23 +51,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from scalerl.fit.cli import _FLAG_TO_FIELD, config_from_args
-from scalerl.fit.forecast import (
-    add_input_arguments,
+from scalerl.fit.commands.options import (
+    add_final_options,
+    add_fit_options,
+    add_input_options,
     curves_from_args,
-    final_compute_of,
-    forecast_rows,
-    forecast_table,
+    fit_config,
 )
-from scalerl.fit.inputs import InputError, read_tables, resolve_column
-from scalerl.fit.predict import (
+from scalerl.fit.forecast.backtest import backtest_curve, backtest_table
+from scalerl.fit.forecast.predict import (
     merge_predictions,
     predict_final,
     prediction_rows,
     read_predictions,
     write_predictions,
 )
-from scalerl.fit.sigmoid import WEIGHTINGS
+from scalerl.fit.forecast.runs import final_compute_of, forecast_rows
+from scalerl.fit.readers.tables import InputError, read_tables, resolve_column
+from scalerl.fit.report.backtest import backtest_markdown
+from scalerl.fit.report.forecasts import forecast_table
 from scalerl.utils.log import progress
 
 EVAL_COMPUTE_COLUMNS = ("compute_device_hours", "compute_flops", "compute", "step")
@@ -72,7 +78,8 @@ EVAL_COMPUTE_COLUMNS = ("compute_device_hours", "compute_flops", "compute", "ste
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = __doc__.split("\n\n", 1)[1]
-    final = add_input_arguments(parser, final_required=False, inputs_nargs="*")
+    add_input_options(parser, nargs="*")
+    final = add_final_options(parser, required=False)
     final.add_argument("--run-config", help="run.yaml: total steps from its chunking")
     parser.add_argument("--eval", nargs="+", metavar="EVAL",
                         help="scalerl per-sample eval Parquet files (or dirs) of one run")
@@ -88,37 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the persistence (last-value) forecast")
     parser.add_argument("--at", default="0.25,0.5,0.75", help="with --backtest: fractions of "
                         "the compute to predict from (default 0.25,0.5,0.75)")
-    add_fit_options(parser)
-
-
-def add_fit_options(parser: argparse.ArgumentParser) -> None:
-    """Fit options, as in `scalerl fit` (grid settings: --config FILE with FitConfig fields);
-    shared with `scalerl race` and `scalerl watch`."""
-    parser.add_argument("--r0", type=float, help="base-model reward (default: the chunk-0 eval)")
-    parser.add_argument("--cutoff", type=float, help="exclude compute below this (default 0)")
-    parser.add_argument("--cutoff-fraction", type=float,
-                        help="exclude compute below this fraction of the latest compute")
-    parser.add_argument("--bootstrap", type=int, help="bootstrap replicates for the intervals "
-                        "(default 200)")
-    parser.add_argument("--seed", type=int, help="bootstrap seed (default 0)")
-    parser.add_argument("--weighting", choices=WEIGHTINGS, help="point weights: none "
-                        "(default), binomial (1 / se^2, se = sqrt(p (1 - p) / n); per-sample "
-                        "evals) or noise (1 / s^2, s the curve's local noise)")
-    parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
-
-
-def fit_config(args: argparse.Namespace):
-    """The FitConfig of the options of `add_fit_options`."""
-    return config_from_args(_fit_args(args))
-
-
-def _fit_args(args: argparse.Namespace) -> argparse.Namespace:
-    """The namespace `scalerl.fit.cli.config_from_args` expects (options not offered: unset)."""
-    full = argparse.Namespace(**{flag: None for flag in _FLAG_TO_FIELD}, paper_grid=False,
-                              no_power_law=False, extrapolate_fraction="none")
-    for key, value in vars(args).items():
-        setattr(full, key, value)
-    return full
+    add_fit_options(parser, forecast=True)
 
 
 def eval_points(paths, compute_col: str | None):
@@ -230,8 +207,6 @@ def _fractions(text: str) -> list[float]:
 
 
 def run_backtest(args, config, curves) -> int:
-    from scalerl.fit.backtest import backtest_curve, backtest_markdown, backtest_table
-
     rows, finals = [], []
     for curve in curves:
         r, final = backtest_curve(curve.compute, curve.reward, run=curve.run, task=curve.task,

@@ -1,14 +1,15 @@
 """Racing: stop the runs of a sweep whose predicted ceiling A is clearly below the best's.
 
 `race(predictions, task=..., margin=0.02, min_fraction=0.3, groups=None, form="sigmoid")` is a
-pure function of the latest prediction of every run (`scalerl.fit.predict`, one
+pure function of the latest prediction of every run (`scalerl.fit.forecast.predict`, one
 predictions.parquet per run, concatenated). Units: a "group" is one configuration; without
 `groups` every run is its own group, with `groups` ({run: group}) the seeds of one
 configuration are judged together.
 
 Per group (the runs with a usable prediction, i.e. not few_points, finite A):
-- one run: A, A_lo, A_hi are the run's (the calibrated interval of A, `scalerl.fit.intervals`:
-  block bootstrap widened by the run's own backtest; 95 % by default);
+- one run: A, A_lo, A_hi are the run's (the calibrated interval of A,
+  `scalerl.fit.forecast.intervals`: block bootstrap widened by the run's own backtest; 95 % by
+  default);
 - k >= 2 seeds: A = mean of the seeds' A, spread = max - min of their A, A_lo / A_hi = mean
   of the bounds of the seeds that have an interval; the fraction of compute is the smallest
   of the seeds'.
@@ -22,46 +23,42 @@ largest A among the groups with an interval. A group is stopped when all of:
 A run whose curve collapsed (status "collapsed") is stopped once past min_fraction (its
 seeds are judged without it).
 
-Observed fallback (`observed=True`, the default): where the rule above cannot decide because
-the group has no interval of A (sparse evals: a calibrated interval needs a
-backtest of earlier prefixes at the same horizon; a flat run never reaches its C_mid), a
-group past min_fraction is stopped when its pass rate fell clearly below its own start:
-`recent_gain` (the mean eval of the latest half of its compute minus R0,
-`scalerl.fit.predict`) + z se < -margin, z the one-sided normal quantile at the predictions'
-`confidence` (seeds: mean gain, se of the mean). A sigmoid never falls below R0, so such a run
-is not on a rising curve (a diverged or broken run; a collapse after a peak is the rule above).
-It does not compare runs on their present pass rates: a run behind now can reach the higher A
-later (a larger C_mid), and on synthetic sweeps (benchmarks/bench_prediction.py) that
-comparison stopped the best run in a third of them. `--no-observed` turns it off.
-Everything else is kept, with the reason. Stopping saves the compute a run has
-not spent yet: compute / compute_fraction - compute.
+Observed fallback (`observed=True`, the default): where the rule above cannot decide because the
+group has no interval of A (sparse evals: a calibrated interval needs a backtest of earlier
+prefixes at the same horizon; a flat run never reaches its C_mid), a group past min_fraction is
+stopped when its pass rate fell clearly below its own start: `recent_gain` (the mean eval of the
+latest half of its compute minus R0, `scalerl.fit.forecast.predict`) + z se < -margin, z the
+one-sided normal quantile at the predictions' `confidence` (seeds: mean gain, se of the mean). A
+sigmoid never falls below R0, so such a run is not on a rising curve (a diverged or broken run;
+a collapse after a peak is the rule above). It does not compare runs on their present pass
+rates: a run behind now can reach the higher A later (a larger C_mid), and on synthetic sweeps
+(benchmarks/bench_prediction.py) that comparison stopped the best run in a third of them.
+`--no-observed` turns it off. Everything else is kept, with the reason. Stopping saves the
+compute a run has not spent yet: compute / compute_fraction - compute.
 
-The CLI `scalerl race --predictions P... --task math --out decisions.json` writes the result
-of `race` as JSON (atomically); `scalerl race INPUT... --metric M --final-step N` races the
-runs of any logs (TensorBoard, MLflow, CSV/Parquet: `scalerl.fit.forecast`), predicting each
-from its points so far first. Both print one line per run: keep or stop, and why.
+`read_stopped(path)`: the runs a decisions.json (the result of `race` as JSON, written by
+`scalerl race --out`, `scalerl.fit.commands.race`) stops; the workflow skips their later chunks.
 
-Deliberately left out: restarting stopped runs, successive halving schedules, and judging
-B (efficiency) rather than A.
+Deliberately left out: restarting stopped runs, successive halving schedules, judging B
+(efficiency) rather than A, and the command (`scalerl.fit.commands.race`) and the report's
+section (`scalerl.fit.report.racing`).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from scalerl.fit.compare import A_MARGIN
-from scalerl.fit.predict import FORMS, read_predictions
-from scalerl.utils.io import write_json_atomic
-from scalerl.utils.log import progress
+from scalerl.fit.curves.compare import A_MARGIN
+from scalerl.fit.forecast.predict import FORMS
 
-__all__ = ["race", "latest_predictions", "seed_groups"]
+__all__ = ["race", "latest_predictions", "seed_groups", "read_stopped"]
 
 UNUSABLE = ("few_points",)
 
@@ -208,125 +205,7 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
             "fraction_saved": saved / planned if planned > 0 else 0.0}
 
 
-# -- CLI -------------------------------------------------------------------------------------
-
 def read_stopped(path: str | Path) -> set[str]:
-    """The runs a decisions.json (written by `scalerl race`) stops."""
-    import json
-
+    """The runs a decisions.json (written by `scalerl race`: the result of `race`) stops."""
     data = json.loads(Path(path).read_text())
     return {d["run"] for d in data.get("decisions", []) if d.get("decision") == "stop"}
-
-
-def racing_markdown(decision_files: Sequence[str | Path]) -> str:
-    """The report's racing section: which runs were stopped, after which chunk, why, and the
-    compute saved (decision files named chunk{k}.json, written by `scalerl race`)."""
-    import json
-
-    rows, saved, planned = [], 0.0, 0.0
-    for path in sorted(decision_files, key=lambda p: int(re.sub(r"\D", "", Path(p).stem) or 0)):
-        data = json.loads(Path(path).read_text())
-        chunk = re.sub(r"\D", "", Path(path).stem)
-        for d in data.get("decisions", []):
-            if d.get("decision") == "stop":
-                rows.append(f"| {d['run']} | {chunk} | {d.get('reason', '')} | "
-                            f"{d.get('compute_saved', 0.0):.3g} |")
-        saved += float(data.get("compute_saved", 0.0))
-        planned = max(planned, float(data.get("compute_planned", 0.0)))
-    text = ["", "## Racing", ""]
-    if not rows:
-        text.append(f"No run was stopped ({len(decision_files)} race(s)).")
-    else:
-        text += ["| run | stopped after chunk | reason | compute saved |", "|---|---|---|---|",
-                 *rows, "", f"Compute saved: {saved:.3g}"
-                 + (f" of {planned:.3g} planned ({saved / planned:.1%})" if planned else "")
-                 + "."]
-    return "\n".join(text) + "\n"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from scalerl.fit.forecast import add_input_arguments
-    from scalerl.fit.predict_cli import add_fit_options
-
-    parser.description = ("Decide which runs of a sweep to stop from their latest predictions "
-                          "(scalerl.fit.racing): predictions.parquet files, or any runs' logs; "
-                          "writes decisions.json atomically.")
-    add_input_arguments(parser, final_required=False, inputs_nargs="*")
-    parser.add_argument("--predictions", nargs="+", metavar="PARQUET",
-                        help="predictions.parquet files of the sweep's runs (scalerl predict)")
-    parser.add_argument("--task", help="task (or metric) whose value is raced, e.g. math "
-                        "(default: the only one present)")
-    parser.add_argument("--margin", type=float, default=A_MARGIN,
-                        help=f"A margin (default {A_MARGIN}, the paper's seed variation)")
-    parser.add_argument("--min-fraction", type=float, default=0.3, help="a run is never "
-                        "stopped before this fraction of its compute (default 0.3)")
-    parser.add_argument("--form", choices=FORMS, default="sigmoid",
-                        help="which fitted form's A to race on (default sigmoid)")
-    parser.add_argument("--group", action="append", default=[], metavar="RUN=GROUP",
-                        help="put RUN in seed group GROUP (repeatable)")
-    parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
-                        "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
-    parser.add_argument("--no-observed", dest="observed", action="store_false",
-                        help="no observed fallback: never stop a run while it has no interval "
-                        "of A (see scalerl.fit.racing)")
-    parser.add_argument("--out", help="decisions.json")
-    add_fit_options(parser)
-
-
-def _predict_inputs(args: argparse.Namespace) -> pd.DataFrame:
-    """The latest predictions of every run of INPUT... (`scalerl.fit.forecast`)."""
-    from scalerl.fit.forecast import curves_from_args, final_compute_of, forecast_rows
-    from scalerl.fit.predict_cli import fit_config
-
-    if args.final_step is None and args.final_compute is None:
-        raise ValueError("racing runs from their logs needs their planned total: --final-step "
-                         "N or --final-compute X")
-    config = fit_config(args)
-    curves, _ = curves_from_args(args)
-    rows = []
-    for curve in curves:
-        final = final_compute_of(curve, final_compute=args.final_compute,
-                                 final_step=args.final_step)
-        rows += forecast_rows(curve, final, config)[0]
-    return pd.DataFrame(rows)
-
-
-def _task(df: pd.DataFrame, task: str | None) -> str:
-    if task is not None:
-        return task
-    tasks = sorted(df["task"].astype(str).unique())
-    if len(tasks) != 1:
-        raise ValueError(f"the predictions hold {len(tasks)} tasks ({', '.join(tasks)}); "
-                         "pick one with --task")
-    return tasks[0]
-
-
-def run(args: argparse.Namespace) -> int:
-    from scalerl.config import key_value
-
-    if bool(args.predictions) == bool(args.inputs):
-        raise ValueError("give predictions.parquet files (--predictions) or the runs' logs "
-                         "(INPUT...), one of the two")
-    df = read_predictions(args.predictions) if args.predictions else _predict_inputs(args)
-    groups = seed_groups(df["run"].unique(), args.seed_pattern) if args.seed_pattern else {}
-    for item in args.group:
-        run_id, group = key_value(item, "--group", "RUN=GROUP", need_value=True)
-        groups[run_id.strip()] = group.strip()
-    result = race(df, task=_task(df, args.task), margin=args.margin,
-                  min_fraction=args.min_fraction, groups=groups, form=args.form,
-                  observed=args.observed)
-    if args.out:
-        write_json_atomic(args.out, result)
-    width = max(len(d["run"]) for d in result["decisions"])
-    for d in result["decisions"]:
-        a = "A -" if d["A"] is None else f"A {d['A']:.3f}"
-        if d["A_lo"] is not None and d["A_hi"] is not None:
-            a += f" [{d['A_lo']:.3f}, {d['A_hi']:.3f}]"
-        print(f"{d['run']:<{width}}  {d['decision']:<4}  {d['compute_fraction']:>4.0%}  {a}  "
-              f"{d['reason']}", flush=True)
-    stopped = [d["run"] for d in result["decisions"] if d["decision"] == "stop"]
-    progress(f"race: {len(result['decisions'])} run(s), stop {len(stopped)}"
-             + (f" ({', '.join(stopped)})" if stopped else "")
-             + f"; compute saved {result['fraction_saved']:.0%}"
-             + (f"; wrote {args.out}" if args.out else ""))
-    return 0

@@ -19,8 +19,8 @@ The curve's own noise, for logs that do not say how a value was measured (a per-
 reward of 8 rollouts, an eval of unknown size): `noise_sd(y)` estimates the per-point noise
 standard deviation from second differences, 1.4826 median |d2 y| / sqrt(6) (robust to outliers
 and blind to a locally linear trend; the plain sd of d2 / sqrt(6) when more than half the d2
-are 0, as in quantised rewards; `scalerl.fit.collapse` reads drops against it and
-`scalerl.fit.intervals` takes it as the noise of one eval when n is unknown);
+are 0, as in quantised rewards; `scalerl.fit.curves.collapse` reads drops against it and
+`scalerl.fit.forecast.intervals` takes it as the noise of one eval when n is unknown);
 `smoothing_window(y)` is the odd running-mean window whose mean has noise sd <=
 `SMOOTHING_TARGET_SD` (0.01, half the paper's seed-to-seed spread of A), at least 3 and at
 most a fifth of the points (so a peak and a fall both span windows);

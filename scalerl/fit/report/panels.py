@@ -33,7 +33,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from scalerl.fit.sigmoid import sigmoid  # noqa: E402
+from scalerl.fit.curves.sigmoid import sigmoid  # noqa: E402
 from scalerl.utils.io import atomic_path  # noqa: E402
 
 __all__ = ["plot_panels", "curve_band", "STYLES"]

@@ -3,7 +3,7 @@
 A forecast made at compute c_k for the final compute F (horizon ratio r = F / c_k) gets two
 intervals at `FitConfig.confidence` (0.95 by default), each named for what it covers:
 
-- the mean-curve interval (`predicted_final_lo/hi` in `scalerl.fit.predict`): the expected
+- the mean-curve interval (`predicted_final_lo/hi` in `scalerl.fit.forecast.predict`): the expected
   pass rate of the final model, what an infinitely large eval of it would give;
 - the observed interval (`observed_final_lo/hi`): one eval of the final model, the number
   the user will see: the mean curve plus the eval noise of one measurement.
@@ -11,12 +11,12 @@ intervals at `FitConfig.confidence` (0.95 by default), each named for what it co
 Sources of uncertainty, all measured on the run's own data (no constant fitted on other
 curves):
 
-1. The fit: the moving-block residual bootstrap of `scalerl.fit.bootstrap` (blocks keep the
+1. The fit: the moving-block residual bootstrap of `scalerl.fit.curves.bootstrap` (blocks keep the
    correlation of the residuals of real curves), giving replicate values of the curve at F
    (variance var_fit) and of A and C_mid. Their percentiles are the model's intervals.
 2. The eval noise of one measurement, se (`eval_noise_se`): binomial, sqrt(p (1 - p) / n) at
    the predicted final with n the samples of the latest eval, when n is known; otherwise from
-   the points (`scalerl.fit.noise.noise_sd`, second differences: blind to a slow trend;
+   the points (`scalerl.fit.curves.noise.noise_sd`, second differences: blind to a slow trend;
    unknown, NaN, with fewer than 3 points).
 3. The discrepancy between the curve and the fitted form at this horizon, var_disc, the
    larger of two estimates:
@@ -47,7 +47,7 @@ No interval (status, bounds NaN) where the data cannot support one, rather than 
 number: "before_c_mid" (the points have not reached the sigmoid's C_mid: the ceiling is not
 determined by the data), "no_backtest" (fewer than `MIN_BACKTEST` earlier prefixes reach the
 same horizon ratio: the run cannot show how wrong forecasts this far ahead are, typically
-early in a sparsely evaluated run), and, set by `scalerl.fit.predict`, "few_points" and
+early in a sparsely evaluated run), and, set by `scalerl.fit.forecast.predict`, "few_points" and
 "collapsed". Otherwise "ok"; "uncalibrated" with `FitConfig.calibrate_intervals = False`
 (bootstrap percentiles, plus z se in quadrature for the observed interval).
 
@@ -65,7 +65,7 @@ import numpy as np
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from scalerl.fit.noise import binomial_se, noise_sd
+from scalerl.fit.curves.noise import binomial_se, noise_sd
 
 __all__ = ["ForecastIntervals", "eval_noise_se", "horizon_backtest", "calibrate",
            "unsupported", "spread_sd", "effective_n", "MIN_BACKTEST", "MIN_PREFIX_POINTS",

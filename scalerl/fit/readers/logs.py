@@ -1,6 +1,6 @@
 """Read the logs RL trainers already write: TensorBoard event files and MLflow tracking stores.
 
-Both give the point tables of `scalerl.fit.inputs` (one row per run and step; columns `run`,
+Both give the point tables of `scalerl.fit.readers.inputs` (one row per run and step; columns `run`,
 `step`, `wall_time` = seconds since the run's first logged value, and one column per metric),
 so fitting, predicting, racing and watching treat them like a CSV.
 
@@ -22,7 +22,7 @@ so fitting, predicting, racing and watching treat them like a CSV.
 A missing package raises `InputError` naming the extra: `pip install 'scalerl[tracking]'`.
 
 Deliberately left out: reading W&B's binary `.wandb` files (export a CSV: W&B's run history
-or a chart's "Export CSV", both read by `scalerl.fit.inputs`), TensorBoard's histogram,
+or a chart's "Export CSV", both read by `scalerl.fit.readers.inputs`), TensorBoard's histogram,
 image and text plugins, and MLflow artifacts.
 """
 
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.inputs import InputError
+from scalerl.fit.readers.tables import InputError
 from scalerl.tracking.base import INSTALL_HINT
 
 __all__ = ["TensorBoardLog", "MlflowStore", "tensorboard_runs", "mlflow_uri", "require"]
