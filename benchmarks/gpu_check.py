@@ -117,7 +117,8 @@ def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str,
     from scalerl.models.loading import load_model
     from scalerl.models.logprobs import sequence_logprobs
     from scalerl.rl.update import StepNumerics, step_precision
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     tok, requests = _requests(model_dir, 8, 4)
     gen_cfg = ModelConfig(name=str(model_dir), dtype="bfloat16", fp32_lm_head=fp32_head,

@@ -178,7 +178,7 @@ def build_generator_engine(model_path: str, model_cfg: Any, engine_cfg: Any, env
     os.environ.update(env)
     from transformers.utils import logging as hf_logging
 
-    from scalerl.rollout.config import make_engine
+    from scalerl.rollout.factory import make_engine
 
     hf_logging.disable_progress_bar()
     return make_engine(model_path, model_cfg, engine_cfg)
@@ -455,17 +455,12 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     from scalerl.rl.grading import make_generator_grader
     from scalerl.rl.pipeline import EngineSpec
     from scalerl.rl.rollouts import Follower, OnPolicyRollouts, PipelineRollouts, PPORollouts
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.factory import make_engine
     from scalerl.rollout.hf_engine import HFEngine
 
     device = run.world.device
-    gen_batch = cfg.gen_batch or recipe.samples_per_step
-    engine_cfg = EngineConfig(backend=cfg.engine, temperature=cfg.temperature,
-                              max_batch=gen_batch, seed=cfg.seed,
-                              interruption_text=recipe.interruption_text,
-                              device="cuda" if device.type == "cuda" else "cpu",
-                              vllm=_vllm_settings(cfg, run, model_cfg,
-                                                  recipe.off_policy == "pipeline"))
+    engine_cfg = cfg.engine_config(vllm=_vllm_settings(cfg, run, model_cfg,
+                                                       recipe.off_policy == "pipeline"))
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         first = run.world.node * len(gen_envs)  # generator index over every node
@@ -481,7 +476,8 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
             threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs)
             for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
-                                gen_batch, run.step, weights, rollout_state.get("issued"),
+                                engine_cfg.max_batch, run.step, weights,
+                                rollout_state.get("issued"),
                                 fixed_lag=cfg.pipeline_fixed_lag, world=run.world,
                                 pipeline_options=options)
     if not run.world.is_main:
@@ -509,14 +505,11 @@ def pipeline_options(cfg: RunConfig, model_cfg: Any, *, colocated: bool, cuda: b
     """Every node's `Pipeline` options: the generators' dtype, the weight transport of their
     placement (`choose_transport`: `colocated` = they share the node leader's device), vLLM
     workers per generator, and whether they sleep during the optimizer step."""
+    from scalerl.rollout.factory import uses_async_vllm
     from scalerl.rollout.weight_transfer import choose_transport
 
     vllm = cfg.engine == "vllm"
-    async_engine = False
-    if vllm and cfg.vllm.inflight_updates != "step":
-        from scalerl.rollout.vllm_engine import has_async_pause
-
-        async_engine = cfg.vllm.inflight_updates == "pause" or has_async_pause()
+    async_engine = vllm and uses_async_vllm(cfg.vllm)  # the rule the generators' factory uses
     transport = choose_transport(cfg.vllm.weight_transfer if vllm else "shm", engine=cfg.engine,
                                  async_engine=async_engine, cuda=cuda,
                                  fixed_lag=cfg.pipeline_fixed_lag, colocated=colocated)

@@ -36,12 +36,13 @@ reuses KV computed with older weights.
   `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
   (phase 2: + 1), so a sample does not depend on batching.
 - pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
-  clear_cache=False)` / `resume_generation()` (`has_async_pause()`, which inspects the
-  signature: `scalerl.rollout.vllm_contract.pause_keeps_requests`), `from_pretrained` builds
+  clear_cache=False)` / `resume_generation()` (`scalerl.rollout.vllm_contract.
+  pause_keeps_requests` inspects the signature), the engine factory builds
   `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
-  (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
-  other path: it steps the core itself, so between two `step()` calls it is paused by
-  construction and the same reload runs without the asynchronous round trip.
+  (`VllmSettings.inflight_updates`: auto / pause / step; the rule is
+  `scalerl.rollout.factory.uses_async_vllm`). This synchronous engine is the other path: it
+  steps the core itself, so between two `step()` calls it is paused by construction and the
+  same reload runs without the asynchronous round trip.
 
 Deliberately left out: weight transfer to another process (the tensors are passed within the
 process, host-slot views in a PipelineRL generator; with tensor_parallel_size > 1 vLLM ships
@@ -68,7 +69,7 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
-from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine, pause_keeps_requests
+from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine
 from scalerl.rollout.vllm_settings import VllmSettings
 
 
@@ -80,12 +81,6 @@ def settings_of(cfg: EngineConfig) -> VllmSettings:
     return VllmSettings(max_model_len=cfg.vllm_max_model_len, kv_cache_mb=cfg.vllm_kv_cache_mb,
                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
                         enforce_eager=True, seed_per_request=True, inflight_updates="step")
-
-
-def has_async_pause() -> bool:
-    """Whether the installed vLLM's AsyncLLM can pause keeping in-flight requests (its
-    pause_generation takes mode="keep"), not just whether it has the method."""
-    return pause_keeps_requests()
 
 
 def _reseed_worker(worker, seed: int) -> None:
@@ -169,14 +164,10 @@ class VLLMEngine(Engine):
         self._finished: list[Completion] = []
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
-        """The vLLM engine the settings ask for: this one (`inflight_updates: step`, or
-        `auto` without AsyncLLM pause/resume), else `AsyncVLLMEngine`."""
-        mode = settings_of(engine_cfg).inflight_updates
-        if mode == "pause" or (mode == "auto" and has_async_pause()):
-            from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
-
-            return AsyncVLLMEngine.from_pretrained(path, model_cfg, engine_cfg)
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig
+                        ) -> VLLMEngine:
+        """This engine for a HF model directory (`scalerl.rollout.factory.make_engine` decides
+        between it and `AsyncVLLMEngine`)."""
         return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
                    trust_remote_code=model_cfg.trust_remote_code)
 
