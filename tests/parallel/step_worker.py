@@ -8,8 +8,8 @@ zero-variance groups); the ranks split micro-batches as VARIANT says (`groups`: 
 micro-batch; `tokens`: a 16-token budget and a chunked head of 5 positions), so they run
 different numbers of micro-batches (dummy forwards) and the reference yet another (2 groups);
 rank 0 writes loss, metrics, gradients and weights (full tensors) to OUT_DIR/step_wWORLD.pt.
-Without torchrun the same code at one rank (`scalerl.rl.update.optimizer_step` on the whole
-batch, `SINGLE` world) writes step_w1.pt. Both go through the trainer's own path: the main
+Without torchrun the same code at one rank (`scalerl.rl.update.optimizer_step` of the
+`shard_policy` of the `SINGLE` world on the whole batch) writes step_w1.pt. Both go through the trainer's own path: the main
 rank scores the batch (`score_batch`), splits it (`split_shares`) and scatters the shares.
 """
 
@@ -70,14 +70,19 @@ def _share(world, rec):
 
 
 def _reference(out: Path) -> None:
+    from scalerl.parallel.shard import shard_policy
     from scalerl.parallel.world import SINGLE
+    from scalerl.rl.numerics import StepNumerics
     from scalerl.rl.update import make_optimizer, optimizer_step
 
     model, rec = tiny_model(), recipe()
-    optimizer, scheduler = make_optimizer(model, rec)
+    policy = shard_policy(model, SINGLE)
+    optimizer, scheduler = make_optimizer(policy, rec)
     share = _share(SINGLE, rec)
-    metrics = optimizer_step(model, optimizer, scheduler, share.pad(0), rec, temperature=0.9,
-                             micro_groups=MICRO_GROUPS, step=1, normalizer=share.normalizer)
+    metrics = optimizer_step(policy, optimizer, scheduler, share.pad(0), rec, temperature=0.9,
+                             micro_groups=MICRO_GROUPS, step=1,
+                             numerics=StepNumerics(compute_dtype="float32"),
+                             normalizer=share.normalizer, world=SINGLE)
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
     weights = {n: p.detach().clone() for n, p in model.named_parameters()}
     torch.save({"metrics": metrics, "grads": grads, "weights": weights}, out / "step_w1.pt")
@@ -131,11 +136,13 @@ def _setup(world):
 
 
 def _one_step(world, rec, policy, optimizer, scheduler, step: int) -> None:
+    from scalerl.rl.numerics import StepNumerics
     from scalerl.rl.update import optimizer_step
 
     share = _share(world, rec)
     optimizer_step(policy, optimizer, scheduler, share.pad(0), rec, temperature=0.9,
-                   micro_groups=1, step=step, normalizer=share.normalizer, world=world)
+                   micro_groups=1, step=step, numerics=StepNumerics(),
+                   normalizer=share.normalizer, world=world)
 
 
 def _full_weights(policy) -> dict[str, torch.Tensor]:
