@@ -7,7 +7,9 @@
 zero-variance groups); the ranks split micro-batches as VARIANT says (`groups`: 1 group per
 micro-batch; `tokens`: a 16-token budget and a chunked head of 5 positions), so they run
 different numbers of micro-batches (dummy forwards) and the reference yet another (2 groups);
-rank 0 writes loss, metrics, gradients and weights (full tensors) to OUT_DIR/step_wWORLD.pt.
+rank 0 writes loss, metrics, gradients and weights (full tensors) to OUT_DIR/step_wWORLD.pt,
+with each rank's count of gradient reduce-scatters and of the gradient clipping's
+all-reduces and host reads (`counted_step`).
 Without torchrun the same code at one rank (`scalerl.rl.update.optimizer_step` of the
 `shard_policy` of the `SINGLE` world on the whole batch) writes step_w1.pt. Both go through the trainer's own path: the main
 rank scores the batch (`score_batch`), splits it (`split_shares`) and scatters the shares.
@@ -15,12 +17,14 @@ rank scores the batch (`score_batch`), splits it (`split_shares`) and scatters t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model
@@ -99,8 +103,62 @@ def full_gradients(policy) -> dict[str, torch.Tensor]:
             for name, p in policy.named_parameters()}
 
 
+# calls that read a tensor's value on the host: on CUDA each waits for the device
+HOST_READS = {"cpu", "item", "tolist", "numpy", "__float__", "__int__", "__bool__"}
+
+
+class HostReads(TorchFunctionMode):
+    """Counts the host reads of tensor values made inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += getattr(func, "__name__", "") in HOST_READS
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def counted_step(counts: dict[str, int]):
+    """Inside: counts["reduce_scatter"] += every FSDP2 gradient reduce-scatter, and per call of
+    `scalerl.rl.update.clip_gradients` its all-reduces (counts["clip_all_reduce"]) and host
+    reads of tensor values (counts["clip_host_reads"])."""
+    import torch.distributed as dist
+
+    import scalerl.rl.update as update
+
+    real_rs, real_ar, real_clip = (dist.reduce_scatter_single, dist.all_reduce,
+                                   update.clip_gradients)
+    counts.update(reduce_scatter=0, clip_all_reduce=0, clip_host_reads=0, clip_calls=0)
+
+    def reduce_scatter(*args, **kwargs):
+        counts["reduce_scatter"] += 1
+        return real_rs(*args, **kwargs)
+
+    def clip(*args, **kwargs):
+        def all_reduce(*a, **k):
+            counts["clip_all_reduce"] += 1
+            return real_ar(*a, **k)
+
+        dist.all_reduce = all_reduce
+        try:
+            with HostReads() as reads:
+                return real_clip(*args, **kwargs)
+        finally:
+            dist.all_reduce = real_ar
+            counts["clip_host_reads"] += reads.count
+            counts["clip_calls"] += 1
+
+    dist.reduce_scatter_single, update.clip_gradients = reduce_scatter, clip
+    try:
+        yield counts
+    finally:
+        dist.reduce_scatter_single, update.clip_gradients = real_rs, real_clip
+
+
 def _distributed(out: Path, variant: str) -> None:
-    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.shard import decoder_layers, shard_policy
     from scalerl.parallel.world import init_world, shutdown
     from scalerl.rl.numerics import StepNumerics
     from scalerl.rl.update import make_optimizer, optimizer_step
@@ -108,19 +166,24 @@ def _distributed(out: Path, variant: str) -> None:
     micro_groups, numerics = VARIANTS[variant]
     world = init_world("cpu")
     rec = recipe()
-    policy = shard_policy(tiny_model(), world)
+    model = tiny_model()
+    layers = len(decoder_layers(model))
+    policy = shard_policy(model, world)
     optimizer, scheduler = make_optimizer(policy, rec)
     share = _share(world, rec)
     batch = share.pad(0)
-    metrics = optimizer_step(policy, optimizer, scheduler, batch, rec, temperature=0.9,
-                             micro_groups=micro_groups, step=1,
-                             numerics=StepNumerics(compute_dtype="float32", **numerics),
-                             normalizer=share.normalizer, world=world)
+    with counted_step({}) as counts:
+        metrics = optimizer_step(policy, optimizer, scheduler, batch, rec, temperature=0.9,
+                                 micro_groups=micro_groups, step=1,
+                                 numerics=StepNumerics(compute_dtype="float32", **numerics),
+                                 normalizer=share.normalizer, world=world)
     grads = full_gradients(policy)
     weights = _full_weights(policy)
+    counts = world.gather_object({**counts, "fsdp_groups": layers + 1,
+                                  "parameters": len(list(policy.parameters()))})
     if world.is_main:
         torch.save({"metrics": metrics, "grads": grads, "weights": weights,
-                    "rows": None if batch is None else batch.n_sequences},
+                    "rows": None if batch is None else batch.n_sequences, "counts": counts},
                    out / f"step_w{world.size}.pt")
     shutdown()
 
