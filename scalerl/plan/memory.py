@@ -63,8 +63,11 @@ backward (embeddings, final norm and the tied head: the root's parameters are no
 after its forward) and their full gradient, and the all-gathered parameters of two decoder
 layers (the one computing and the one FSDP2 prefetches) plus one layer's unsharded gradient
 before its reduce-scatter, all in the parameter dtype (the all-gather keeps it: compute is
-autocast, as at one rank). Activations are per micro-batch as above: each rank runs
-micro-batches of the same token budget over its 1/R of the step's sequences.
+autocast, as at one rank). With several micro-batches per rank the gradients are
+reduce-scattered once, after the last one (`scalerl.rl.update`): until then every layer's
+gradient stays unsharded on each rank, (N - root - one layer) x p more. Activations are per
+micro-batch as above: each rank runs micro-batches of the same token budget over its 1/R of
+the step's sequences.
 
 Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV per token:
 
@@ -375,6 +378,11 @@ def trainer_terms(inp: PlanInputs) -> list[Term]:
             Term("trainer", f"FSDP2 all-gathered layers: 2 x {a.layer_params():,} x {p} + one "
                  "unsharded layer gradient", 3 * a.layer_params() * p),
         ]
+        if inp.micro_batches > 1:  # one reduce-scatter per step: gradients wait unsharded
+            during_step.append(Term(
+                "trainer", f"FSDP2 gradients unsharded until the last of {inp.micro_batches} "
+                f"micro-batches: the other {a.layers - 1} layers x {a.layer_params():,} x {p}",
+                (a.layers - 1) * a.layer_params() * p))
     optimizer_temp = -(-n * p // r)
     if optimizer_temp > sum(t.bytes for t in during_step):
         return terms + [Term("trainer", f"optimizer step temporaries N x p{shard}",

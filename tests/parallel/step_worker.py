@@ -297,7 +297,10 @@ def _storage_bytes(tensors) -> int:
 
 
 MEM_VARIANTS = {"fp32": {"compute_dtype": "float32"},
-                "bf16_ckpt": {"compute_dtype": "bfloat16", "gradient_checkpointing": True}}
+                "bf16_ckpt": {"compute_dtype": "bfloat16", "gradient_checkpointing": True},
+                # 2 micro-batches per rank: gradients accumulate unsharded until the second
+                "fp32_2_micro": {"compute_dtype": "float32",
+                                 "micro_batch_tokens": MEM_SHAPE["micro_tokens"] // 2}}
 
 
 def _memory(out: Path, variant: str) -> None:
@@ -320,8 +323,9 @@ def _memory(out: Path, variant: str) -> None:
     shares = split_shares(score_batch(*memory_batch(), rec, 0), world.size) \
         if world.is_main else None
     share = world.scatter_object(shares)
-    numerics = StepNumerics(micro_batch_tokens=MEM_SHAPE["micro_tokens"],
-                            logprob_chunk_tokens=MEM_SHAPE["chunk"], **MEM_VARIANTS[variant])
+    numerics = StepNumerics(**{"micro_batch_tokens": MEM_SHAPE["micro_tokens"],
+                               "logprob_chunk_tokens": MEM_SHAPE["chunk"],
+                               **MEM_VARIANTS[variant]})
 
     def step(n: int) -> None:
         optimizer_step(policy, optimizer, scheduler, share.pad(0), rec, temperature=1.0,
