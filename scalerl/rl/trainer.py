@@ -38,8 +38,9 @@ dtype, each parameter once, gathered one at a time at several ranks and never as
 a GPU, `scalerl.rl.weights.PolicyWeights`, over the transport their placement allows,
 `scalerl.rollout.weight_transfer.choose_transport`; the in-process engines get the model's own
 state dict at one rank and at several its copy gathered into the main rank's CPU memory,
-`scalerl.parallel.checkpoint.gathered_state_dict`) and how checkpoints are written
-(`_Chunk.save`: one directory, or DCP shards + the full model dir). Every RunConfig field means
+`scalerl.parallel.checkpoint.gathered_state_dict`) and how many DCP shards a checkpoint has
+(`_Chunk.save`: one format at every world size, `scalerl.parallel.checkpoint`). Every
+RunConfig field means
 the same at every size: recipe resolution, gen_len budgets, numerics, devices, tracker,
 timings, rollouts.parquet.
 
@@ -62,8 +63,8 @@ and the finished chunk is promoted atomically to OUT; OUT never holds a half-wri
 A rerun first removes the temporary directories a killed save left beside OUT.
 On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: model, optimizer,
 scheduler, all RNGs, the sampler and the request counter are restored and every sample's
-randomness depends only on (seed, prompt_id, sample_idx). A checkpoint written by several ranks
-resumes at any world size (DCP reshards); one written by one rank resumes at one rank.
+randomness depends only on (seed, prompt_id, sample_idx). A checkpoint written at any number of
+trainer ranks resumes at any other (DCP reshards the model and AdamW state).
 
 Deliberately left out: KL/entropy terms (not part of ScaleRL).
 """
@@ -85,9 +86,8 @@ import torch
 from scalerl.config import ConfigError, config_hash
 from scalerl.parallel.checkpoint import (
     gathered_state_dict,
-    has_shards,
-    load_sharded_state,
-    write_sharded_checkpoint,
+    load_checkpoint_state,
+    write_checkpoint,
 )
 from scalerl.parallel.shard import ScoringPolicy, shard_policy
 from scalerl.parallel.world import World, init_world
@@ -222,18 +222,6 @@ def _init_state(cfg: RunConfig, chunk: int, init: Path, partial: Path) -> tuple[
     return init, state
 
 
-def _load_optimizer(run: _Chunk, load_from: Path, state: Mapping[str, Any]) -> None:
-    """The optimizer state (and, sharded, the model shards) of the checkpoint to continue."""
-    if has_shards(load_from):  # written by several ranks: DCP reshards onto any world size
-        load_sharded_state(load_from, run.policy, run.optimizer)
-    elif run.world.distributed:
-        raise ConfigError(f"{load_from} was written by one trainer rank (no dcp/ shards): its "
-                          f"optimizer state cannot be sharded over {run.world.size} ranks; "
-                          "continue it with trainer_ranks 1, or start the run over")
-    else:
-        run.optimizer.load_state_dict(state["optimizer"])
-
-
 # -- the chunk -----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Chunk:
@@ -262,9 +250,11 @@ class _Chunk:
     def model(self) -> Any:
         return self.policy.model
 
-    def load(self, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
-        """Restore a trainer state (all but the optimizer: `_load_optimizer`); returns the
-        rollout source's state."""
+    def load(self, load_from: Path, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
+        """Restore the checkpoint `load_from` with its trainer state `state`: the model and
+        AdamW state from its dcp/ (resharded onto this world, whatever world wrote it) and the
+        rest; returns the rollout source's state."""
+        load_checkpoint_state(load_from, self.policy, self.optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
         ckpt.restore_rng_state(state["rng"])
         self.source.load_state_dict(state["sampler"])
@@ -276,8 +266,8 @@ class _Chunk:
         return dict(state["rollouts"])
 
     def state_and_summary(self, *, partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The trainer state to save (all but the optimizer, which `save` adds: whole at one
-        rank, sharded in dcp/ at several) and the checkpoint's summary."""
+        """The trainer state to save (all but the model and AdamW state: dcp/) and the
+        checkpoint's summary."""
         cfg, compute = self.cfg, self.compute
         state = {
             "run": cfg.run, "chunk": self.chunk, "chunk_start": self.chunk_start,
@@ -318,24 +308,17 @@ class _Chunk:
             write_steps(self.rows, tmp / "steps.parquet", self.cfg)
 
     def save(self, path: Path, *, partial: bool) -> None:
-        """Write a checkpoint: one directory at one rank; at several, DCP shards from every
-        rank + the gathered model dir and the state from the main rank (a collective)."""
-        if not self.world.distributed:
-            state, summary = self.state_and_summary(partial=partial)
-            state["optimizer"] = self.optimizer.state_dict()
-            ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
-                                  summary=summary,
-                                  extra=lambda tmp: self.write_outputs(tmp, partial=partial))
-            return
+        """Write a checkpoint, one format at every world size (`scalerl.parallel.checkpoint`):
+        the model and AdamW state in dcp/ from every rank, the model dir, the trainer state
+        and the outputs from the main rank (a collective)."""
 
         def write_main(tmp: Path) -> None:
             state, summary = self.state_and_summary(partial=partial)
-            ckpt.write_state_files(tmp, state=state, summary=summary, sharded=True)
+            ckpt.write_state_files(tmp, state=state, summary=summary)
             self.write_outputs(tmp, partial=partial)
 
-        write_sharded_checkpoint(path, policy=self.policy, optimizer=self.optimizer,
-                                 tokenizer=self.tokenizer, world=self.world,
-                                 write_main=write_main)
+        write_checkpoint(path, policy=self.policy, optimizer=self.optimizer,
+                         tokenizer=self.tokenizer, world=self.world, write_main=write_main)
 
 
 def publish_weights(run: _Chunk, pipeline: bool) -> Any:
@@ -410,8 +393,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         _seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
     else:
-        rollout_state = run.load(state, resumed)
-        _load_optimizer(run, load_from, state)
+        rollout_state = run.load(load_from, state, resumed)
     if pipeline:  # every parameter once, in the generators' dtype (tied head once)
         from scalerl.rl.weights import PolicyWeights
 

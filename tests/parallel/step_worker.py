@@ -217,7 +217,7 @@ def _checkpoint(out: Path) -> None:
     """Step 1, save OUT/ckpt, step 2 (weights A); a fresh policy loads OUT/ckpt and takes
     step 2 again (weights B); rank 0 writes A, B and the weights after step 1."""
     from scalerl.models.loading import new_tiny_tokenizer
-    from scalerl.parallel.checkpoint import load_sharded_state, write_sharded_checkpoint
+    from scalerl.parallel.checkpoint import load_checkpoint_state, write_checkpoint
     from scalerl.parallel.world import init_world, shutdown
     from scalerl.rl.checkpoint import load_trainer_state, write_state_files
 
@@ -226,14 +226,14 @@ def _checkpoint(out: Path) -> None:
     _one_step(world, rec, policy, optimizer, scheduler, 1)
     after_1 = _full_weights(policy)
     state = {"scheduler": scheduler.state_dict(), "step": 1}
-    write_sharded_checkpoint(
+    write_checkpoint(
         out / "ckpt", policy=policy, optimizer=optimizer, tokenizer=new_tiny_tokenizer(),
         world=world, write_main=lambda tmp: write_state_files(tmp, state=state,
-                                                              summary={"step": 1}, sharded=True))
+                                                              summary={"step": 1}))
     _one_step(world, rec, policy, optimizer, scheduler, 2)
     weights_a = _full_weights(policy)
     rec, policy, optimizer, scheduler = _setup(world)
-    load_sharded_state(out / "ckpt", policy, optimizer)
+    load_checkpoint_state(out / "ckpt", policy, optimizer)
     scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
     _one_step(world, rec, policy, optimizer, scheduler, 2)
     weights_b = _full_weights(policy)
@@ -245,13 +245,13 @@ def _checkpoint(out: Path) -> None:
 
 def _resume_alone(out: Path) -> None:
     """One process loads the 2-rank OUT/ckpt (resharded) and takes step 2."""
-    from scalerl.parallel.checkpoint import load_sharded_state
+    from scalerl.parallel.checkpoint import load_checkpoint_state
     from scalerl.parallel.world import init_world
     from scalerl.rl.checkpoint import load_trainer_state
 
     world = init_world("cpu")
     rec, policy, optimizer, scheduler = _setup(world)
-    load_sharded_state(out / "ckpt", policy, optimizer)
+    load_checkpoint_state(out / "ckpt", policy, optimizer)
     scheduler.load_state_dict(load_trainer_state(out / "ckpt")["scheduler"])
     _one_step(world, rec, policy, optimizer, scheduler, 2)
     torch.save({"b": _full_weights(policy)}, out / "resume_w1.pt")

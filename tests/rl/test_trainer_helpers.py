@@ -199,3 +199,19 @@ class OneRankStep:
                               temperature=temperature, micro_groups=micro_groups, step=step,
                               numerics=numerics or StepNumerics(), normalizer=normalizer,
                               world=self.world)
+
+
+def saved_optimizer_state(checkpoint: Path) -> dict:
+    """The AdamW state dict a checkpoint resumes with, read back by the trainer's loader
+    (`load_checkpoint_state` into the checkpoint's own model at one rank)."""
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+    from scalerl.parallel.checkpoint import load_checkpoint_state
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import SINGLE
+
+    policy = shard_policy(load_model(checkpoint, ModelConfig(name=str(checkpoint)), "cpu"),
+                          SINGLE)
+    optimizer = torch.optim.AdamW(policy.parameters())
+    load_checkpoint_state(checkpoint, policy, optimizer)
+    return optimizer.state_dict()
