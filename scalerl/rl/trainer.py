@@ -50,8 +50,9 @@ take them all; on CUDA each rank trains on cuda:LOCAL_RANK and each node's gener
 `generators` split evenly over the nodes) take their own device(s) after the node's trainer
 ranks when there are enough (`CUDA_VISIBLE_DEVICES` per generator, naming the parent's visible
 entries: `child_visible_devices`), else they share the node's first device. In-process
-generation at several ranks runs on a copy of the policy in the model's own dtype on the main
-rank's device. Device-hours count the distinct devices held.
+generation samples in the model's own dtype at every world size (`in_process_generator_model`):
+from the trainer's model at one rank when its parameters are in that dtype, else from a copy on
+the main rank's device. Device-hours count the distinct devices held.
 
 Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
 naming the step (and the parameters with non-finite gradients) before any weight changes;
@@ -466,14 +467,9 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
         return Follower()
     if cfg.engine != "hf":
         engine = make_engine(load_from, model_cfg, engine_cfg)
-    elif run.world.distributed:  # the policy is sharded: generate on a copy in the model's dtype
-        from scalerl.models.loading import load_model
-
-        engine = HFEngine(load_model(load_from, model_cfg, device), run.tokenizer, engine_cfg,
-                          fp32_lm_head=recipe.fp32_lm_head, version=run.step)
-    else:  # the HF engine shares the trainer's model (no weight copies)
-        engine = HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
-                          version=run.step)
+    else:
+        engine = HFEngine(in_process_generator_model(run, model_cfg, load_from), run.tokenizer,
+                          engine_cfg, fp32_lm_head=recipe.fp32_lm_head, version=run.step)
     first = dict(weights)
     if recipe.off_policy == "ppo":
         rollouts = PPORollouts(engine, run.factory, recipe.prompts_per_step,
@@ -481,6 +477,19 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
         rollouts.load_state_dict(rollout_state)
         return rollouts
     return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, lambda: first)
+
+
+def in_process_generator_model(run: _Chunk, model_cfg: Any, load_from: Path) -> Any:
+    """The model the in-process HF engine samples from, in the model's dtype at every world
+    size (config/README.md, "Dtypes"): the trainer's own model at one rank when its parameters
+    are in that dtype (the same numbers, no copy), else a copy in `model_cfg.dtype` on the
+    main rank's device, loaded from `load_from` and given the policy's weights after every
+    step (`publish_weights`)."""
+    if not run.world.distributed and run.cfg.numerics.param_dtype == model_cfg.dtype:
+        return run.model
+    from scalerl.models.loading import load_model
+
+    return load_model(load_from, model_cfg, run.world.device)
 
 
 def pipeline_options(cfg: RunConfig, model_cfg: Any, *, colocated: bool, cuda: bool) -> dict:

@@ -32,10 +32,12 @@ sharded at several ranks), the run's `StepNumerics`, the batch-wide `LossNormali
 Several ranks (`world`): FSDP runs collectives in every forward and backward, so every rank
 runs the same number of micro-batches: a rank with fewer (or no rows) forwards a two-token
 dummy whose loss is 0 · Σ logp (zero gradients, same collectives). Gradients are
-reduce-scattered once per step, after the last micro-batch: the earlier ones run with FSDP2's
-`set_requires_gradient_sync(False)` and accumulate the unsharded gradients on each rank (one
-full gradient per rank while the step runs, N × param bytes, which the planner counts,
-`scalerl.plan.memory`), instead of one reduce-scatter of every layer per micro-batch. A
+reduce-scattered once per step, after the last micro-batch (`numerics.gradient_sync: step`,
+the default): the earlier ones run with FSDP2's `set_requires_gradient_sync(False)` and
+accumulate the unsharded gradients on each rank (the whole model's gradient per rank while
+the step runs, N × param bytes, which the planner counts, `scalerl.plan.memory`), instead of
+one reduce-scatter of every layer per micro-batch (`gradient_sync: micro_batch`, the choice
+when that memory is not there: `scalerl plan` names it). A
 non-finite log-probability or loss on any rank raises `NonFiniteError` on every rank
 (`World.any`), before any weight changes. Metrics are global: loss, entropy, IS-ratio mean,
 clip fraction and the generator–trainer mismatch `mismatch_kl` are token-weighted sums over
@@ -331,7 +333,9 @@ def optimizer_step(policy: ScoringPolicy, optimizer, scheduler, batch: TrainBatc
             for i in range(n_micro):
                 real = i < len(parts)
                 mb = (parts[i] if real else _dummy(device)).to(device)
-                with _gradient_sync(policy, world, sync=i == n_micro - 1):
+                last = i == n_micro - 1
+                with _gradient_sync(policy, world,
+                                    sync=last or numerics.gradient_sync == "micro_batch"):
                     totals.add(forward_backward(
                         policy, mb, recipe=recipe, temperature=temperature, numerics=numerics,
                         normalizer=normalizer, world=world, step=step, real=real,

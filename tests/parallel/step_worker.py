@@ -93,7 +93,8 @@ def _reference(out: Path) -> None:
 
 
 VARIANTS = {"groups": (1, {}),
-            "tokens": (0, {"micro_batch_tokens": 16, "logprob_chunk_tokens": 5})}
+            "tokens": (0, {"micro_batch_tokens": 16, "logprob_chunk_tokens": 5}),
+            "groups_sync_each": (1, {"gradient_sync": "micro_batch"})}
 
 
 def full_gradients(policy) -> dict[str, torch.Tensor]:

@@ -355,3 +355,35 @@ def test_steps_rows_time_the_phases_of_a_step(micro, tmp_path):
     assert frame["seq_ratio_mean"].isna().all()
     wall = frame["compute_device_hours"].diff().fillna(frame["compute_device_hours"]) * 3600
     assert (times.sum(axis=1) <= wall + 1e-6).all()
+
+
+def test_in_process_generation_samples_in_the_model_dtype(micro, tmp_path, monkeypatch):
+    """One generation dtype rule at every world size (config/README.md, "Dtypes"): the
+    in-process HF engine samples in the model config's dtype, so float32 master weights of a
+    bfloat16 model generate in bfloat16 at one rank (a copy that gets the weights after every
+    step), as they do at several; a float32 model shares the trainer's own model. The bf16
+    sampler then differs from the float32 trainer: a larger generator-trainer mismatch."""
+    import scalerl.rollout.hf_engine as hf
+    from scalerl.models.config import ModelConfig as Model
+
+    seen = []
+    real_init = hf.HFEngine.__init__
+
+    def spy(self, model, *args, **kwargs):
+        seen.append(next(model.parameters()).dtype)
+        real_init(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(hf.HFEngine, "__init__", spy)
+    cfg = _cfg(recipe={"off_policy": "on-policy"})
+    assert cfg.numerics.param_dtype == "float32"
+    kl = {}
+    for dtype in ("float32", "bfloat16"):
+        train_chunk(cfg, chunk=1, init=micro / "base", prompts=micro / "prompts.parquet",
+                    out=tmp_path / dtype, model_cfg=Model(dtype=dtype))
+        assert seen[-1] == getattr(torch, dtype)
+        frame = read_steps(tmp_path / dtype / "steps.parquet")
+        assert frame["step"].tolist() == [1, 2]
+        kl[dtype] = float(frame["mismatch_kl"].mean())
+        weights = _weights(tmp_path / dtype)  # the trainer's master weights stay float32
+        assert {t.dtype for t in weights.values()} == {torch.float32}
+    assert kl["bfloat16"] > 10 * max(kl["float32"], 1e-9), kl
