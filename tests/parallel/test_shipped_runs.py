@@ -254,8 +254,8 @@ def test_gpu_yaml_checkpoint_resumes_from_one_rank_at_two_and_back(gpu_run):
     at two and continued at one (2 -> 1), against chunk 2 at one rank from the one-rank
     checkpoint (1 -> 1). Every continuation draws the same samples, restores the LR schedule
     (steps 3 and 4 at lr 5e-7 x 3/100 and x 4/100) and the AdamW state of chunk 1 (its step
-    count reaches 4, not 2, and its second moments stay within 2 % of the reference's; a fresh
-    state would hold about half of them after 2 steps), and ends within 1e-7 of the
+    count reaches 4, not 2, and its moments stay within 2 % of the reference's in norm; the
+    state of 2 steps differs from that of 4 by far more), and ends within 1e-7 of the
     reference's weights: 3e-8 between the chunk-1 checkpoints of either size (the first test)
     plus 2 x (1.5e-8 + 2e-8) for the two steps of chunk 2 in another reduction order."""
     root, _, run_yaml = gpu_run
@@ -280,8 +280,9 @@ def test_gpu_yaml_checkpoint_resumes_from_one_rank_at_two_and_back(gpu_run):
         for key, value in state["state"].items():
             want = ref_state["state"][key]
             assert float(value["step"]) == float(want["step"]) == 4.0
-            torch.testing.assert_close(value["exp_avg_sq"], want["exp_avg_sq"], rtol=2e-2,
-                                       atol=1e-20)
+            for moment in ("exp_avg", "exp_avg_sq"):  # another reduction order: within 2 %
+                error = (value[moment] - want[moment]).norm() / want[moment].norm()
+                assert error < 2e-2, (init.name, ranks, key, moment, float(error))
         weights = _weights(out)
         diff = max(float((weights[n] - ref_weights[n]).abs().max()) for n in ref_weights)
         assert diff <= 1e-7, (init.name, ranks, diff)
