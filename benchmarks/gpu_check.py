@@ -126,7 +126,8 @@ def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str,
     from scalerl.models.loading import load_model
     from scalerl.models.logprobs import sequence_logprobs
     from scalerl.rl.update import StepNumerics, step_precision
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     tok, requests = _requests(model_dir, 8, 4)
     gen_cfg = ModelConfig(name=str(model_dir), dtype="bfloat16", fp32_lm_head=fp32_head,
@@ -247,6 +248,26 @@ def device_rates() -> dict:
     return rates
 
 
+def _one_rank_policy(model, device: str):
+    """(the trainer's one-rank policy on `device`, its World): `shard_policy` as the trainer
+    calls it."""
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import World
+
+    world = World(device=torch.device(device))
+    return shard_policy(model, world), world
+
+
+def _step(policy, optimizer, scheduler, batch, recipe, step: int, numerics, world) -> None:
+    """`optimizer_step` as the trainer calls it, with the whole batch's loss denominators."""
+    from scalerl.rl.losses import LossNormalizer
+    from scalerl.rl.update import optimizer_step
+
+    optimizer_step(policy, optimizer, scheduler, batch, recipe, temperature=1.0,
+                   micro_groups=0, step=step, numerics=numerics, world=world,
+                   normalizer=LossNormalizer.from_batch(batch.loss_mask, batch.group_ids))
+
+
 def plan_memory(model_dir: Path, args) -> dict:
     """The planner's trainer peak against the allocator's, one sequence of `--plan-tokens`
     (module docstring, part 7)."""
@@ -257,12 +278,13 @@ def plan_memory(model_dir: Path, args) -> dict:
     from scalerl.plan.memory import PlanInputs, trainer_terms
     from scalerl.rl.batch import TrainBatch
     from scalerl.rl.recipe import recipe_from_preset
-    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+    from scalerl.rl.update import StepNumerics, make_optimizer
 
     t = args.plan_tokens
     model = load_model(model_dir, ModelConfig(name=str(model_dir)), "cuda")
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
-    optimizer, scheduler = make_optimizer(model, recipe)
+    policy, world = _one_rank_policy(model, "cuda")
+    optimizer, scheduler = make_optimizer(policy, recipe)
     numerics = StepNumerics(param_dtype="float32", compute_dtype="bfloat16",
                             logprob_chunk_tokens=args.chunk, micro_batch_tokens=t,
                             gradient_checkpointing=True)
@@ -275,8 +297,7 @@ def plan_memory(model_dir: Path, args) -> dict:
                        torch.zeros(1, dtype=torch.long))
 
     def step(k: int) -> None:
-        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
-                       micro_groups=0, step=k, numerics=numerics)
+        _step(policy, optimizer, scheduler, batch, recipe, k, numerics, world)
 
     step(0)  # AdamW state exists from here on, as in every later step
     torch.cuda.synchronize()
@@ -303,12 +324,13 @@ def throughput(model_dir: Path, args, peak: float | None) -> dict:
     from scalerl.rl.batch import TrainBatch
     from scalerl.rl.compute import count_flop_params
     from scalerl.rl.recipe import recipe_from_preset
-    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+    from scalerl.rl.update import StepNumerics, make_optimizer
 
     device = args.device
     model = load_model(model_dir, ModelConfig(name=str(model_dir)), device)
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
-    optimizer, scheduler = make_optimizer(model, recipe)
+    policy, world = _one_rank_policy(model, device)
+    optimizer, scheduler = make_optimizer(policy, recipe)
     numerics = StepNumerics(param_dtype="float32", compute_dtype="auto",
                             logprob_chunk_tokens=args.chunk, micro_batch_tokens=args.budget,
                             gradient_checkpointing=True)
@@ -322,8 +344,7 @@ def throughput(model_dir: Path, args, peak: float | None) -> dict:
     batch = TrainBatch(ids, torch.ones_like(ids), loss_mask, gen_lp, adv, torch.arange(b) // 4)
 
     def one(step: int) -> None:
-        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
-                       micro_groups=0, step=step, numerics=numerics)
+        _step(policy, optimizer, scheduler, batch, recipe, step, numerics, world)
 
     one(0)  # warm-up: allocator, kernels, AdamW state
     if device.startswith("cuda"):

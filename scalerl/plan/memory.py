@@ -64,8 +64,12 @@ backward (embeddings, final norm and the tied head: the root's parameters are no
 after its forward) and their full gradient, and the all-gathered parameters of two decoder
 layers (the one computing and the one FSDP2 prefetches) plus one layer's unsharded gradient
 before its reduce-scatter, all in the parameter dtype (the all-gather keeps it: compute is
-autocast, as at one rank). Activations are per micro-batch as above: each rank runs
-micro-batches of the same token budget over its 1/R of the step's sequences.
+autocast, as at one rank). With several micro-batches per rank the gradients are
+reduce-scattered once, after the last one (`gradient_sync: step`, `scalerl.rl.update`): until
+then every layer's gradient stays unsharded on each rank, (N - root - one layer) x p more
+(none with `gradient_sync: micro_batch`). Activations are per
+micro-batch as above: each rank runs micro-batches of the same token budget over its 1/R of
+the step's sequences.
 
 Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV per token:
 
@@ -76,8 +80,8 @@ Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV p
   graphs; the process then holds utilisation * device (vLLM sizes the cache to fill it and
   refuses to start when less is free). It must hold max_model_len tokens (vLLM refuses to
   start otherwise); KV / (K * s) sequences decode at once, the rest wait (time, not memory).
-- HF engine (`scalerl.rollout.hf_engine`): weights N*g (none when it shares the in-process
-  trainer's model), KV rows * s * K for rows = gen_batch (the cache grows, nothing caps it),
+- HF engine (`scalerl.rollout.hf_engine`): weights N*g (none when the in-process engine
+  shares the trainer's model: one rank, parameters in the generation dtype), KV rows * s * K for rows = gen_batch (the cache grows, nothing caps it),
   plus the larger of a prefill of rows * prompt tokens (activations as above, boolean and float
   masks rows * prompt^2 * (1 + g)) and a decode step (3 float32 [rows, V], the fp32 head copy,
   one layer's KV copy while the cache grows).
@@ -160,6 +164,9 @@ class PlanInputs(Config):
         "operands, else float32 (scalerl.plan.adapters asks this torch)",
         choices=("auto", *HEAD_GEMMS))
     gradient_checkpointing: bool = field_(False, "recompute each layer in backward")
+    gradient_sync: str = field_("step", "FSDP2 gradient reduce-scatter: once per step (the "
+                                "gradients wait unsharded) or per micro-batch",
+                                choices=("step", "micro_batch"))
     logprob_chunk_tokens: int = field_(0, "tokens whose head + log-softmax run at once "
                                        "(0 = the whole micro-batch)", ge=0)
     micro_batch_tokens: int = field_(0, "tokens per trainer forward/backward (token budget; "
@@ -217,6 +224,13 @@ class PlanInputs(Config):
             return max(s, self.micro_batch_tokens)
         groups = self.micro_batch_groups or self.prompts_per_step
         return min(groups, self.prompts_per_step) * self.generations_per_prompt * s
+
+    @property
+    def engine_shares_trainer_model(self) -> bool:
+        """The in-process HF engine samples from the trainer's own model: at one rank, with the
+        parameters in the generation dtype (`scalerl.rl.trainer.in_process_generator_model`);
+        otherwise from a copy in the generation dtype."""
+        return self.trainer_ranks == 1 and self.param_dtype == self.generator_dtype
 
     @property
     def micro_batches(self) -> int:
@@ -406,6 +420,11 @@ def trainer_terms(inp: PlanInputs) -> list[Term]:
             Term("trainer", f"FSDP2 all-gathered layers: 2 x {a.layer_params():,} x {p} + one "
                  "unsharded layer gradient", 3 * a.layer_params() * p),
         ]
+        if inp.micro_batches > 1 and inp.gradient_sync == "step":  # gradients wait unsharded
+            during_step.append(Term(
+                "trainer", f"FSDP2 gradients unsharded until the last of {inp.micro_batches} "
+                f"micro-batches: the other {a.layers - 1} layers x {a.layer_params():,} x {p}",
+                (a.layers - 1) * a.layer_params() * p))
     optimizer_temp = -(-n * p // r)
     if optimizer_temp > sum(t.bytes for t in during_step):
         return terms + [Term("trainer", f"optimizer step temporaries N x p{shard}",
@@ -452,10 +471,11 @@ def kv_capacity_tokens(inp: PlanInputs, kv_bytes: int) -> int:
 
 def generator_terms(inp: PlanInputs, max_seqs: int, *, shares_trainer_model: bool = False,
                     process: str = "generator") -> list[Term]:
-    """A generator's (or the eval engine's) device memory, term by term. An in-process HF
-    engine (`shares_trainer_model`) uses the trainer's weights, dtype and process."""
+    """A generator's (or the eval engine's) device memory, term by term, in the generation
+    dtype. An in-process HF engine that `shares_trainer_model` uses the trainer's weights and
+    process (`PlanInputs.engine_shares_trainer_model`)."""
     a = inp.arch
-    g = DTYPE_BYTES[inp.param_dtype if shares_trainer_model else inp.generator_dtype]
+    g = DTYPE_BYTES[inp.generator_dtype]
     kv_per_token = a.kv_bytes_per_token(g)
     weights = 0 if shares_trainer_model else a.n_params() * g
     margin = 0 if shares_trainer_model else inp.process_overhead_bytes

@@ -43,12 +43,13 @@ older versions are simply never hit again and are evicted as any unused block.
   `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
   (phase 2: + 1), so a sample does not depend on batching.
 - pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
-  clear_cache=False)` / `resume_generation()` (`has_async_pause()`, which inspects the
-  signature: `scalerl.rollout.vllm_contract.pause_keeps_requests`), `from_pretrained` builds
+  clear_cache=False)` / `resume_generation()` (`scalerl.rollout.vllm_contract.
+  pause_keeps_requests` inspects the signature), the engine factory builds
   `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
-  (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
-  other path: it steps the core itself, so between two `step()` calls it is paused by
-  construction and the same reload runs without the asynchronous round trip.
+  (`VllmSettings.inflight_updates`: auto / pause / step; the rule is
+  `scalerl.rollout.factory.uses_async_vllm`). This synchronous engine is the other path: it
+  steps the core itself, so between two `step()` calls it is paused by construction and the
+  same reload runs without the asynchronous round trip.
 
 Deliberately left out: weight transfer to another process (the tensors are passed within the
 process, host-slot views in a PipelineRL generator; with tensor_parallel_size > 1 vLLM ships
@@ -79,7 +80,6 @@ from scalerl.rollout.vllm_contract import (
     WORKER_EXTENSION,
     check_engine,
     check_version,
-    pause_keeps_requests,
     vllm_version,
 )
 from scalerl.rollout.vllm_settings import VllmSettings
@@ -104,12 +104,6 @@ def vllm_prompt(context: list[int], version: int, settings: VllmSettings) -> dic
     if settings.enable_prefix_caching:
         prompt["cache_salt"] = f"scalerl-weights-v{version}"
     return prompt
-
-
-def has_async_pause() -> bool:
-    """Whether the installed vLLM's AsyncLLM can pause keeping in-flight requests (its
-    pause_generation takes mode="keep"), not just whether it has the method."""
-    return pause_keeps_requests()
 
 
 def _reseed_worker(worker, seed: int) -> None:
@@ -194,14 +188,10 @@ class VLLMEngine(Engine):
         self._finished: list[Completion] = []
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
-        """The vLLM engine the settings ask for: this one (`inflight_updates: step`, or
-        `auto` without AsyncLLM pause/resume), else `AsyncVLLMEngine`."""
-        mode = settings_of(engine_cfg).inflight_updates
-        if mode == "pause" or (mode == "auto" and has_async_pause()):
-            from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
-
-            return AsyncVLLMEngine.from_pretrained(path, model_cfg, engine_cfg)
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig
+                        ) -> VLLMEngine:
+        """This engine for a HF model directory (`scalerl.rollout.factory.make_engine` decides
+        between it and `AsyncVLLMEngine`)."""
         return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
                    trust_remote_code=model_cfg.trust_remote_code)
 

@@ -35,9 +35,9 @@ CFG = EngineConfig(backend="vllm", max_batch=32, interruption_text="</think>",
 
 @pytest.fixture(scope="module")
 def engine(model_dir):
-    from scalerl.rollout.vllm_engine import has_async_pause
+    from scalerl.rollout.vllm_contract import pause_keeps_requests
 
-    if not has_async_pause():
+    if not pause_keeps_requests():
         pytest.skip("the installed vLLM's AsyncLLM has no pause_generation")
     from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
 

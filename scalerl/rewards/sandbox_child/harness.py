@@ -10,7 +10,7 @@ Two ways to start it:
   0/1/2, changes to the run's directory and environment, then does exactly what a one-run
   harness does. Forking skips the interpreter start-up (~15 ms of a ~30 ms run). The server never
   reads a config itself, so its memory holds no program, input or expected output. It makes
-  the program-test runner once (`make_program_runner` of `_program_tests.py`, which precedes
+  the program-test runner once (`make_program_runner` of `program_tests.py`, which precedes
   this source: the modules tests use, the snapshots), so its children start with it.
 
 A run reads its marshal-encoded config from CONFIG_FD (an unnamed file the parent wrote; closed
@@ -35,7 +35,7 @@ before the untrusted code runs), then, in this order:
    `INDEX ok LITERAL` (a Python literal of plain data, parsed by the parent with
    ast.literal_eval) or `INDEX err ExceptionName`; mode "script" executes
    it as `__main__` with the test's stdin (the parent compares stdout); mode "program" runs
-   the solution and then its test program (`_program_tests.py`), which ends with
+   the solution and then its test program (`program_tests.py`), which ends with
    `done NONCE N` on RESULT_FD only when every test returned (the nonce is taken out of the
    config before anything runs and lives only in the runner's locals).
 
@@ -43,7 +43,7 @@ In modes "function" and "script" the expected outputs never enter this process: 
 untrusted code does to this harness (patching its encoder or builtins, writing to RESULT_FD,
 exiting early), the parent compares the produced values with the hidden expected ones, and a
 missing or duplicated result fails. Mode "program" must run the tests here; how it keeps
-them and the nonce out of the program's reach is in `_program_tests.py`.
+them and the nonce out of the program's reach is in `program_tests.py`.
 This file must only use the standard library; it is never imported by scalerl itself.
 """
 
@@ -200,7 +200,7 @@ def run(config_fd, result_fd):
     nonce = cfg.pop("nonce", None)
     _confine(cfg)
     if cfg["mode"] == "program":
-        take_program_runner()(cfg, nonce, result_fd)  # noqa: F821 - _program_tests.py; exits
+        take_program_runner()(cfg, nonce, result_fd)  # defined by program_tests.py; exits
     code = compile(cfg["code"], "solution.py", "exec")
     write, encode = os.write, _encode  # bound before untrusted code runs
     if cfg["mode"] == "script":
@@ -272,7 +272,7 @@ def serve(sock_fd):
         import ctypes
 
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
-    make_program_runner()  # noqa: F821 - _program_tests.py: its imports and snapshot, once
+    make_program_runner()  # program_tests.py: its imports and snapshot, once
     sock = socket.socket(fileno=sock_fd)
     while True:
         try:

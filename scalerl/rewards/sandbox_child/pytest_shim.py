@@ -1,7 +1,7 @@
 """A minimal `pytest` for program tests in the sandbox (KodCode-style tests `import pytest`).
 
 The sandbox child runs `python -I -S` (standard library only), so the real pytest is absent.
-The program-test runner (`_program_tests.py`) executes this source into a fresh module named
+The program-test runner (`program_tests.py`) executes this source into a fresh module named
 `pytest` after the solution ran, and collects and calls the tests itself. Provided:
 - `raises(Exc, match=None)` (context manager, or `raises(Exc, fn, *args)`), `approx(expected,
   rel=None, abs=None)` for numbers and (nested) lists, tuples and dicts of numbers with

@@ -2,8 +2,8 @@
 that every test ran to its end (scalerl.rewards.sandbox;
 docs/design.md, "Code tasks graded by test programs").
 
-This source is put before `_harness.py`'s in the one `python -I -S -c` program (standard
-library only; `_PYTEST_SHIM`, the source of `_pytest_shim.py`, is defined before it). The
+This source is put before `harness.py`'s in the one `python -I -S -c` program (standard
+library only; `_PYTEST_SHIM`, the source of `pytest_shim.py`, is defined before it). The
 harness calls `make_program_runner()` after confinement and before any untrusted code. The
 tests run in the solution's process (as in every upstream harness), so the runner binds now
 all it uses later; nothing the solution does to shared state (builtins, module attributes,
@@ -29,7 +29,7 @@ the harness's globals) reaches it:
 4. the tests' namespace: the builtins snapshot, the solution's names with every function (and
    callable object, and for the entry point also a class) replaced by a guard, `candidate`
    (the guarded entry point), and in `sys.modules` a module `solution` of the guarded names
-   and `pytest` (a fresh `_pytest_shim` module). The guard (`_guard_call`, `_check_value`)
+   and `pytest` (a fresh `pytest_shim` module). The guard (`_guard_call`, `_check_value`)
    checks what a solution function returns and its arguments after the call: plain data, or
    instances of known classes, or of new classes whose special methods (other than
    `ALLOWED_SPECIAL`) are C-level; anything else (an object that claims to equal
@@ -256,7 +256,7 @@ def make_program_runner():
     for name in PRELOAD:
         __import__(name)
     if not _SHIM_CODE:
-        _SHIM_CODE.append(compile(_PYTEST_SHIM, "pytest", "exec", dont_inherit=True))  # noqa: F821
+        _SHIM_CODE.append(compile(_PYTEST_SHIM, "pytest", "exec", dont_inherit=True))
     bare = {"__builtins__": {}}
     safe = dict(vars(_builtins))
     shim = _types.ModuleType("pytest")  # made now: its classes are known and snapshotted
@@ -348,89 +348,89 @@ def _unittest_result(base):
 
 def _run_program(cfg, nonce, result_fd):
     """Run the configured program tests (module docstring); never returns."""
-    pid, label, count, status = _getpid(), "setup", 0, 1  # noqa: F821
+    pid, label, count, status = _getpid(), "setup", 0, 1
     setup, code, test = cfg.pop("setup"), cfg.pop("code"), cfg.pop("test")
     entry_point = cfg.pop("entry_point")
     try:
-        _addaudithook(_audit_hook)  # noqa: F821
-        _block_signals()  # noqa: F821
-        module = _ModuleType("solution")  # noqa: F821
-        module.__dict__["__builtins__"] = _real_builtins  # noqa: F821 - never the snapshot
+        _addaudithook(_audit_hook)
+        _block_signals()
+        module = _ModuleType("solution")
+        module.__dict__["__builtins__"] = _real_builtins  # - never the snapshot
         if setup:
             exec(compile(setup, "<setup>", "exec", 0, True, 0), module.__dict__)
         label = "solution"
         exec(compile(code, "solution.py", "exec", 0, True, 0), module.__dict__)
         label = "test program"
-        _restore_modules()  # noqa: F821
-        namespace = _test_namespace(module.__dict__, entry_point)  # noqa: F821
+        _restore_modules()
+        namespace = _test_namespace(module.__dict__, entry_point)
         exec(compile(test, "<tests>", "exec", 0, True, 0), namespace)
         del setup, code, test
-        for label, call in _collect(namespace):  # noqa: F821, B007
+        for label, call in _collect(namespace):  # noqa: B007
             count += call()
         label = "after the tests"
-        changed = _changed(_saved)  # noqa: F821
+        changed = _changed(_saved)
         if changed is not None:
             raise RuntimeError(f"the solution changed {changed} (a library class or the test "
                                "machinery) while the tests ran")
-        if _getpid() == pid:  # noqa: F821
-            _write(result_fd, f"done {nonce} {count}\n".encode())  # noqa: F821
+        if _getpid() == pid:
+            _write(result_fd, f"done {nonce} {count}\n".encode())
             status = 0
     except BaseException as err:  # noqa: B036 - every failure of the program is a result
-        _report(result_fd, label, err)  # noqa: F821
+        _report(result_fd, label, err)
     finally:
-        _exit(status)  # noqa: F821
+        _exit(status)
 
 
 def _report(result_fd, label, err):
     try:
-        name = _name_of(type(err))  # noqa: F821
+        name = _name_of(type(err))
         try:
             message = str(err)
         except BaseException:  # noqa: B036 - a broken __str__ of the program's exception
             message = "(message unavailable)"
         line = f"fail {label}: {name}: {message}"[:400].replace("\n", " ")
-        _write(result_fd, line.encode("utf-8", "replace") + b"\n")  # noqa: F821
+        _write(result_fd, line.encode("utf-8", "replace") + b"\n")
     except BaseException:  # noqa: B036, S110 - the exit code still says it failed
         pass
 
 
 def _restore_modules():
     """`sys.modules` as it was before the solution ran (module docstring, step 3)."""
-    saved = dict(_saved_modules)  # noqa: F821
-    for name in [n for n in _modules if n not in saved]:  # noqa: F821
-        del _modules[name]  # noqa: F821
-    _modules.update(saved)  # noqa: F821
+    saved = dict(_saved_modules)
+    for name in [n for n in _modules if n not in saved]:
+        del _modules[name]
+    _modules.update(saved)
 
 
 def _block_signals():
     """Python signal handlers receive the current frame: replace the functions that set them."""
     for name in ("_signal", "signal"):
-        module = _modules.get(name)  # noqa: F821
+        module = _modules.get(name)
         if module is not None:
-            module.__dict__["signal"] = _no_signal  # noqa: F821
+            module.__dict__["signal"] = _no_signal
 
 
 def _wrap(value, strict):
     """What the tests see of a solution name (module docstring, step 4); None to leave out."""
     kind = type(value)
-    if issubclass(kind, _ModuleType):  # noqa: F821 - the real module of that name, if any
-        return dict(_saved_modules).get(_module_dict(value).get("__name__"), value)  # noqa: F821
+    if issubclass(kind, _ModuleType):  # - the real module of that name, if any
+        return dict(_saved_modules).get(_module_dict(value).get("__name__"), value)
     if issubclass(kind, type) and not strict:
         return value
     if callable(value):
-        return _MethodType(_guard, (value, _check, TypeError))  # noqa: F821
-    return value if _check(value) is None else None  # noqa: F821
+        return _MethodType(_guard, (value, _check, TypeError))
+    return value if _check(value) is None else None
 
 
 def _test_namespace(solution, entry_point):
     """The tests' globals (module docstring, step 4)."""
     safe_builtins = dict(__builtins__)
     namespace = {"__builtins__": safe_builtins, "__name__": "test_solution"}
-    guarded = _ModuleType("solution")  # noqa: F821
+    guarded = _ModuleType("solution")
     for name, value in list(solution.items()):
         if type(name) is not str or name[:2] == "__":
             continue
-        wrapped = _wrap(value, name == entry_point)  # noqa: F821
+        wrapped = _wrap(value, name == entry_point)
         if wrapped is not None:
             namespace[name] = guarded.__dict__[name] = wrapped
     names = solution.get("__all__")
@@ -439,8 +439,8 @@ def _test_namespace(solution, entry_point):
     if entry_point is not None:
         if entry_point not in solution:
             raise NameError(f"the solution does not define {entry_point!r} (the entry point)")
-        namespace["candidate"] = _wrap(solution[entry_point], True)  # noqa: F821
-    _modules["solution"], _modules["pytest"] = guarded, _shim  # noqa: F821
+        namespace["candidate"] = _wrap(solution[entry_point], True)
+    _modules["solution"], _modules["pytest"] = guarded, _shim
     return namespace
 
 
@@ -449,21 +449,21 @@ def _collect(namespace):
     returns how many tests ran (0 when skipped)."""
     fixtures = {}
     for value in list(namespace.values()):
-        name = getattr(value, "_scalerl_fixture", None) if type(value) is _FunctionType else None  # noqa: F821, E501
+        name = getattr(value, "_scalerl_fixture", None) if type(value) is _FunctionType else None  # noqa: E501
         if type(name) is str:
             fixtures[name] = value
     autouse = [n for n, f in fixtures.items() if getattr(f, "_scalerl_autouse", False) is True]
     tests = []
     for name, value in list(namespace.items()):
-        if type(value) is _FunctionType:  # noqa: F821
+        if type(value) is _FunctionType:
             if (name[:4] == "test" and value.__code__.co_filename == "<tests>"
                     and getattr(value, "_scalerl_fixture", None) is None):
-                tests += _function_cases(name, value, None, fixtures, autouse)  # noqa: F821
+                tests += _function_cases(name, value, None, fixtures, autouse)
         elif isinstance(value, type) and value.__module__ == "test_solution":
-            if issubclass(value, _TestCase):  # noqa: F821
-                tests.append(_unittest_cases(value))  # noqa: F821
+            if issubclass(value, _TestCase):
+                tests.append(_unittest_cases(value))
             elif name[:4] == "Test":
-                tests += _class_cases(value, fixtures, autouse)  # noqa: F821
+                tests += _class_cases(value, fixtures, autouse)
     return tests
 
 
@@ -475,7 +475,7 @@ def _function_cases(label, fn, owner, fixtures, autouse):
     out = []
     for i, params in enumerate(cases):
         name = label if len(cases) == 1 else f"{label}[{i}]"
-        out.append((name, lambda fn=fn, params=params: _call_test(  # noqa: F821
+        out.append((name, lambda fn=fn, params=params: _call_test(
             fn, owner, params, marks, fixtures, autouse)))
     return out
 
@@ -497,13 +497,13 @@ def _call_test(fn, owner, params, marks, fixtures, autouse):
     finalizers, cache = [], {}
     try:
         for name in wanted:
-            _fixture_value(name, fixtures, cache, finalizers, 0)  # noqa: F821
+            _fixture_value(name, fixtures, cache, finalizers, 0)
         kwargs = {name: params[name] if name in params else
-                  _fixture_value(name, fixtures, cache, finalizers, 0)  # noqa: F821
+                  _fixture_value(name, fixtures, cache, finalizers, 0)
                   for name in names}
         try:
             (fn if owner is None else getattr(owner, fn.__name__))(**kwargs)
-        except _Skipped:  # noqa: F821
+        except _Skipped:
             return 0
         except BaseException:  # noqa: B036
             if "xfail" in marks:
@@ -523,14 +523,14 @@ def _fixture_value(name, fixtures, cache, finalizers, depth):
     if name in fixtures:
         fn = fixtures[name]
         code = fn.__code__
-        kwargs = {a: _fixture_value(a, fixtures, cache, finalizers, depth + 1)  # noqa: F821
+        kwargs = {a: _fixture_value(a, fixtures, cache, finalizers, depth + 1)
                   for a in code.co_varnames[:code.co_argcount]}
         value = fn(**kwargs)
         if code.co_flags & 0x20:  # a generator fixture: code after its yield is the teardown
             generator, value = value, next(value)
             finalizers.append(lambda: next(generator, None))
-    elif name in _fixture_types:  # noqa: F821
-        fixture = _fixture_types[name]()  # noqa: F821
+    elif name in _fixture_types:
+        fixture = _fixture_types[name]()
         finalizers.append(fixture.close)
         value = fixture.value()
     else:
@@ -544,7 +544,7 @@ def _class_cases(cls, fixtures, autouse):
     """pytest-style `Test*` class: each `test*` method on a fresh instance."""
     cases = []
     for name, value in list(vars(cls).items()):
-        if name[:4] == "test" and type(value) is _FunctionType:  # noqa: F821
+        if name[:4] == "test" and type(value) is _FunctionType:
 
             def run(value=value, name=name):
                 instance = cls()
@@ -553,7 +553,7 @@ def _class_cases(cls, fixtures, autouse):
                 if setup is not None:
                     setup(getattr(instance, name))
                 try:
-                    return sum(call() for _, call in _function_cases(  # noqa: F821
+                    return sum(call() for _, call in _function_cases(
                         name, value, instance, fixtures, autouse))
                 finally:
                     if teardown is not None:
@@ -566,8 +566,8 @@ def _unittest_cases(cls):
     """A unittest.TestCase class, run by unittest itself; its first problem is raised."""
 
     def run():
-        result = _Result()  # noqa: F821
-        _Loader().loadTestsFromTestCase(cls).run(result)  # noqa: F821
+        result = _Result()
+        _Loader().loadTestsFromTestCase(cls).run(result)
         if result.problems:
             label, error = result.problems[0]
             raise AssertionError(f"{label}: {type(error).__name__}: {error}")
