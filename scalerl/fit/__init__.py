@@ -12,7 +12,10 @@ fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `rep
 runs whose A is clearly below the best's; `scalerl race`), `backtest` (error of those
 predictions against finished runs, and of the persistence forecast), `logs` (TensorBoard event
 files and MLflow stores as tables), `forecast` (predictions and verdicts for the runs of any
-log), `watch` (`scalerl watch`: follow runs while they train).
+log), `watch` (`scalerl watch`: follow runs while they train), `prior` (the curve prior
+learned from public RL runs, shipped as `curve_prior.json`), `joint` (fits with the prior: one
+run, or a sweep's runs jointly), `corpus` (the prior's empirical-Bayes estimate from the
+public corpus; `python -m scalerl.fit.corpus` rebuilds it).
 """
 
 from scalerl.fit.compare import Curve, refit_common_a
