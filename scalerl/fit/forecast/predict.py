@@ -44,7 +44,15 @@ is given and keeps the rest, `write_predictions` writes atomically, `read_predic
 files written before the `OPTIONAL_COLUMNS` existed (`latest_reward` and the interval
 columns) with those columns empty. The CLI is `scalerl.fit.commands.predict`.
 
-Deliberately left out: priors on A from other runs and profile-likelihood intervals.
+With a curve prior (`prior=`: a `scalerl.fit.forecast.prior.CurvePrior`, or "shipped" for the one
+learned from public runs) the sigmoid of a pass-rate curve is instead the posterior mode of
+`scalerl.fit.forecast.joint` (its points and the prior; with many points its own data dominate), its
+intervals the posterior's plus the prior's calibrated discrepancy (`joint.prior_intervals`):
+they exist from 4 points on, before C_mid too (interval_status "ok", backtest_n 0); grid
+options of FitConfig (a_min, cmid_max, ...) and weighting do not apply to it. The power law
+is unchanged. `DEFAULT_PRIOR` is None: the commands pass the prior explicitly.
+
+Deliberately left out: profile-likelihood intervals.
 """
 
 from __future__ import annotations
@@ -73,6 +81,8 @@ from scalerl.fit.forecast.intervals import (
     spread_sd,
     unsupported,
 )
+from scalerl.fit.forecast.joint import PriorForecast, forecast_points, prior_intervals
+from scalerl.fit.forecast.prior import CurvePrior, shipped_prior, supports
 from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
@@ -80,6 +90,7 @@ __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "predic
            "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level"]
 
 FORMS = ("sigmoid", "power_law")
+DEFAULT_PRIOR = None  # predict_final's `prior`: phase 2 of issue 38 makes it "shipped"
 KEY_COLUMNS = ("run", "task", "chunk")
 
 PREDICTIONS_SCHEMA = pa.schema([
@@ -309,10 +320,45 @@ def _intervals(form: str, predicted: float, fitted, final_draws, a: float, a_dra
                      config.confidence, **common)
 
 
+def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, reached: bool,
+                      recent: tuple[float, float, float]) -> Prediction:
+    """The sigmoid's `Prediction` from a curve-prior forecast (`scalerl.fit.forecast.joint`)."""
+    post = fc.posterior
+    if config.bootstrap_n == 0:
+        iv = unsupported("off")
+    elif not config.calibrate_intervals:
+        iv = dataclasses.replace(prior_intervals(fc, dataclasses.replace(prior, kappa=0.0),
+                                                 config.confidence), status="uncalibrated")
+    else:
+        iv = prior_intervals(fc, prior, config.confidence)
+    params = post.params
+    built = prior.provenance.get("built", "?")
+    warnings = [f"fitted with the curve prior ({len(prior.provenance.get('sources', {}))} "
+                f"public sources, built {built})"]
+    if not reached:
+        warnings.append("the points have not reached C_mid: the forecast leans on the prior")
+    return Prediction(
+        "sigmoid", fc.predicted, iv.mean[0], iv.mean[1], params["A"], iv.A[0], iv.A[1],
+        reached, fc.n_points, "ok", tuple(warnings), params=params,
+        observed_final_lo=iv.observed[0], observed_final_hi=iv.observed[1],
+        C_mid=params["C_mid"], C_mid_lo=iv.C_mid[0], C_mid_hi=iv.C_mid[1],
+        interval_status=iv.status, confidence=config.confidence, eval_se=post.noise_sd,
+        interval_widening=iv.widening, backtest_n=0, backtest_rmse=NAN,
+        recent_reward=recent[0], recent_gain=recent[1], recent_gain_se=recent[2])
+
+
 def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
-                  n_samples=None, forms: Sequence[str] = FORMS) -> list[Prediction]:
-    """One `Prediction` per form from the points so far; see the module docstring."""
+                  n_samples=None, forms: Sequence[str] = FORMS,
+                  prior: CurvePrior | str | None = DEFAULT_PRIOR) -> list[Prediction]:
+    """One `Prediction` per form from the points so far; see the module docstring.
+
+    `prior`: the curve prior of the sigmoid ("shipped": `scalerl.fit.forecast.prior.shipped_prior`; a
+    `CurvePrior`; None: the plain least-squares fit). It applies to pass rates in [0, 1]."""
     config = config or FitConfig()
+    if isinstance(prior, str):
+        if prior != "shipped":
+            raise ValueError(f"prior must be a CurvePrior, 'shipped' or None, got {prior!r}")
+        prior = shipped_prior()
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
         raise ValueError(f"unknown form(s) {unknown}; choose from {', '.join(FORMS)}")
@@ -338,12 +384,22 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
                     f"{collapse['peak_compute']:.4g}, now {collapse['final_reward']:.4g}")
             return [_empty(f, int(c.size), "collapsed", text, config.confidence) for f in forms]
     weights = point_weights(c, y, n_used, config)
-    sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
-    reached = bool(c.max() >= sig.C_mid)
-    prefixes = _PrefixFits(c, y, sel.r0, config, weights)
     recent, gain, gain_se = _recent_gain(c, y, n_used, sel, c_all, n_samples)
+    with_prior = None
+    if prior is not None and "sigmoid" in forms and supports(y, sel.r0):
+        with_prior = forecast_points(compute, reward, final_compute, prior, config, n_samples)
+        with_prior = with_prior if with_prior.status == "ok" else None
+    if with_prior is None or any(f != "sigmoid" for f in forms):
+        sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
+        reached = bool(c.max() >= sig.C_mid)
+        prefixes = _PrefixFits(c, y, sel.r0, config, weights)
     out, pl = [], None
     for form in forms:
+        if form == "sigmoid" and with_prior is not None:
+            out.append(_prior_prediction(
+                with_prior, prior, config, bool(c.max() >= with_prior.posterior.params["C_mid"]),
+                (recent, gain, gain_se)))
+            continue
         c_mid = c_mid_draws = None
         if form == "sigmoid":
             pf, a, warnings = float(sig.predict(final_compute)), sig.A, list(sig.warnings)
