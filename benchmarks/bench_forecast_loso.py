@@ -41,6 +41,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
 from scalerl.fit.forecast.corpus import (  # noqa: E402
     DEFAULT_CORPUS,
     estimate_prior,
@@ -50,7 +51,6 @@ from scalerl.fit.forecast.corpus import (  # noqa: E402
 from scalerl.fit.forecast.joint import forecast_sweep, prior_intervals  # noqa: E402
 from scalerl.fit.forecast.predict import predict_final  # noqa: E402
 from scalerl.fit.forecast.prior import CurvePrior  # noqa: E402
-from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 0.75)
 HERE = Path(__file__).resolve().parent

@@ -11,11 +11,11 @@ import pytest
 import torch
 from scipy.special import expit
 
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
 from scalerl.fit.forecast.corpus import CorpusCurve, estimate_prior, read_corpus, solve_kappa, thin
 from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points, prior_intervals
 from scalerl.fit.forecast.predict import predict_final
 from scalerl.fit.forecast.prior import CurvePrior, from_theta, mean_curve, shipped_prior, to_theta
-from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
 
 CORPUS = Path(__file__).resolve().parents[2] / "benchmarks" / "public_curves"
 TRUE = CurvePrior(mean=(0.2, -2.0, 0.4), between_sd=(0.3, 0.5, 0.4), within_sd=(0.15, 0.3, 0.3),

@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points
 from scalerl.fit.curves.noise import noise_sd
-from scalerl.fit.forecast.prior import PARAMS, SHIPPED_PATH, CurvePrior, mean_curve
 from scalerl.fit.curves.sigmoid import FitError
+from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points
+from scalerl.fit.forecast.prior import PARAMS, SHIPPED_PATH, CurvePrior, mean_curve
 
 __all__ = ["CorpusCurve", "read_corpus", "thin", "estimate_prior", "rebuild", "HYPERPRIOR",
            "CALIBRATION_FRACTIONS", "MAX_POINTS", "calibrate_kappa", "fraction_prefix"]

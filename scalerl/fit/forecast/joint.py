@@ -48,10 +48,10 @@ from scipy.stats import norm
 
 from scalerl.fit.curves.collapse import detect_collapse
 from scalerl.fit.curves.curve import select_points
-from scalerl.fit.forecast.intervals import ForecastIntervals, unsupported
 from scalerl.fit.curves.noise import binomial_se
-from scalerl.fit.forecast.prior import THETA_BOUNDS, CurvePrior, from_theta, mean_curve, supports
 from scalerl.fit.curves.sigmoid import FitConfig, FitError
+from scalerl.fit.forecast.intervals import ForecastIntervals, unsupported
+from scalerl.fit.forecast.prior import THETA_BOUNDS, CurvePrior, from_theta, mean_curve, supports
 
 __all__ = ["RunData", "RunPosterior", "JointFit", "fit_runs", "PriorForecast",
            "forecast_points", "prior_intervals", "forecast_sweep", "SD_FLOOR"]
