@@ -135,6 +135,15 @@ def jsonl_points(text: str, step_key: str, value_key: str, compute_key: str | No
     return points
 
 
+def payload_points(text: str, *keys: str):
+    """(step, value, None) of the `points` list at `keys` of a JSON figure payload (each point
+    a {"step", "value", ...} record); numbers keep their original text."""
+    node = json.loads(text, parse_float=str, parse_int=str)
+    for key in keys:
+        node = node[key]
+    return [(p["step"], p["value"], None) for p in node["points"]]
+
+
 def check(points, name):
     """Reject what a forecaster must not be fed silently: too few points, non-numbers, steps that
     do not increase."""
@@ -484,6 +493,42 @@ def garg(run):
 
 
 PUBLIC += [garg(run) for run in GARG_RUNS]
+
+
+# -- LESSER (GradAlign data selection with output-layer features): Countdown under GRPO -------
+LESSER = "davidzhangsan/LESSER"
+LESSER_COMMIT = "001cb231142e31b7d0a996c39ca10d4c3a54afdb"
+LESSER_NOTE = ("The paper's Figure 6 data payload data/rl/expected/figure6_payload.json (the "
+               "authors' record of every evaluation read from their committed verl TensorBoard "
+               "files): metric_tag val-core/countdown/reward/mean@16 = 'mean correctness over "
+               "sampled responses; not pass@16' on the 500 held-out countdown4_test problems x 16 "
+               "responses (values are multiples of 1/8000 to float32 precision), every 5 GRPO "
+               "steps; no step-0 point (the payload: the base measurement used a different "
+               "split). Qwen2.5-Math-1.5B-Instruct trained on a 34,000-problem Countdown + "
+               "WebInstruct + DAPO mixture, 5 rounds of 10 GRPO steps, each round on 256 problems "
+               "selected by the arm's rule; a step evaluated twice after a resume keeps the later "
+               "evaluation (the payload's replay rule).")
+LESSER_ARMS = {  # arm -> what selects the training problems
+    "prod": "LESSER (projected output-layer gradient features)",
+    "full": "full policy-gradient features (GradAlign)",
+    "acc": "dynamic sampling (accuracy-based)",
+    "rand": "random selection",
+}
+
+
+def lesser(arm, seed):
+    keys = ("arms", arm) if seed == 42 else ("comparisons", "arms", f"{arm}_seed{seed}")
+    return dict(
+        file=f"lesser__{arm}_seed{seed}__countdown-mean-at-16.csv", repo=LESSER,
+        path="data/rl/expected/figure6_payload.json", commit=LESSER_COMMIT,
+        metric=".".join(keys) + ".points (val-core/countdown/reward/mean@16)", kind="eval",
+        model="Qwen2.5-Math-1.5B-Instruct",
+        algorithm=f"GRPO (verl/GradAlign), problems selected by {LESSER_ARMS[arm]}, seed {seed}",
+        notes=LESSER_NOTE, source=LESSER, params="1.5e9", task="game",
+        parse=lambda t, k=keys: payload_points(t, *k))
+
+
+PUBLIC += [lesser(arm, seed) for seed in (42, 43) for arm in LESSER_ARMS]
 
 
 if __name__ == "__main__":
