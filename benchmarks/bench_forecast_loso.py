@@ -10,8 +10,9 @@ Protocol (fixed before any result was looked at; see benchmarks/public_curves/RE
 the corpus and its inclusion rule): every `eval` curve of the corpus, thinned to at most 60
 evals (`scalerl.fit.forecast.corpus.MAX_POINTS`), compute = step. For each source S (one repository or
 paper) the curve prior is estimated from the other sources only (`estimate_prior`, whose
-interval calibration kappa is itself leave-one-source-out inside those sources), then every
-curve of S is forecast at 25, 50 and 75 % of its last step from the points so far:
+interval calibration (kappa, kappa_gain) is itself leave-one-source-out inside those sources:
+nested, S never enters it), then every curve of S is forecast at 25, 50 and 75 % of its last
+step from the points so far:
 
 - before: `predict_final(..., prior=None)` (today's least-squares sigmoid, default FitConfig:
   block bootstrap, calibrated intervals from the run's own backtest);
@@ -24,14 +25,18 @@ Scored, per fraction: |forecast - final| with final = the mean of the last 3 eva
 90th percentile), the same for persistence (the last value seen) and smoothed persistence (the
 mean of the last 3 values seen), on the curves that got a forecast; how many forecasts were
 closer to the final than persistence; how many had an interval (`interval_status` ok), how
-many of those covered the last eval, and their median width (observed interval, nominal 95 %).
-No hyperparameter is tuned here: the prior's only fitted constants come from the other sources.
+many of those covered the last eval, and their median width (observed interval, nominal 95 %);
+the width a constant interval would need for 85 / 95 % coverage at 50 % (an oracle bound); and
+each held-out prior's calibration. No hyperparameter is tuned here: the prior's only fitted
+constants come from the other sources. Cached under --work: the priors and the prior forecasts
+per corpus (sources.csv), today's fits per source curves.
 Deliberately left out: train-reward curves (not pass rates of a fixed set) and the power law.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import time
 from pathlib import Path
@@ -44,6 +49,7 @@ import pandas as pd  # noqa: E402
 from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
 from scalerl.fit.forecast.corpus import (  # noqa: E402
     DEFAULT_CORPUS,
+    KAPPA_GAIN_GRID,
     estimate_prior,
     fraction_prefix,
     read_corpus,
@@ -64,7 +70,8 @@ def _row(method, cv, frac, c, y, pred, lo, hi, status):
             "persistence": float(y[-1]), "smoothed": float(np.mean(y[-3:]))}
 
 
-def forecast_source(curves, source, prior, config, before: bool, log) -> list[dict]:
+def forecast_source(curves, source, prior, config, methods, log) -> list[dict]:
+    """Rows of `methods` ("before", "after", "after, joint") for the curves of `source`."""
     rows = []
     mine = [cv for cv in curves if cv.source == source]
     for frac in FRACTIONS:
@@ -72,13 +79,13 @@ def forecast_source(curves, source, prior, config, before: bool, log) -> list[di
         for cv in mine:
             c, y = fraction_prefix(cv, frac)
             final = float(cv.compute[-1])
-            methods = [("after", prior)] + ([("before", None)] if before else [])
-            for name, pr in methods:
+            for name, pr in (("after", prior), ("before", None)):
+                if name not in methods:
+                    continue
                 (p,) = predict_final(c, y, final, config, forms=("sigmoid",), prior=pr)
                 rows.append(_row(name, cv, frac, c, y, p.predicted_final, p.observed_final_lo,
                                  p.observed_final_hi, p.interval_status))
-        sweeps = sorted({cv.sweep for cv in mine})
-        for sweep in sweeps:
+        for sweep in sorted({cv.sweep for cv in mine}) if "after, joint" in methods else ():
             runs = [cv for cv in mine if cv.sweep == sweep]
             seen = {cv.file: fraction_prefix(cv, frac) for cv in runs}
             fcs = forecast_sweep(seen, {cv.file: float(cv.compute[-1]) for cv in runs}, prior,
@@ -91,6 +98,22 @@ def forecast_source(curves, source, prior, config, before: bool, log) -> list[di
                                  iv.observed[1], iv.status))
         log(f"    {source} at {frac:.0%}: {len(mine)} curve(s), {time.perf_counter() - t0:.0f} s")
     return rows
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha1()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+    return h.hexdigest()[:10]
+
+
+def oracle_widths(table: pd.DataFrame, method: str = "after", at: float = 0.5) -> dict:
+    """The width a constant interval centred on each forecast needs to cover the last eval in
+    85 % and 95 % of the curves at `at` (quantiles of 2 |last - forecast|): the bound no
+    calibration of a constant width can beat on these forecasts."""
+    sub = table[(table["method"] == method) & (table["fraction"] == at)]
+    miss = 2 * (sub["last"] - sub["predicted"]).abs().dropna()
+    return {q: float(miss.quantile(q)) for q in (0.85, 0.95)}
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -129,12 +152,15 @@ def main() -> None:
     log = print
     curves = read_corpus(args.curves)
     sources = sorted({cv.source for cv in curves})
+    corpus = _digest((args.curves / "sources.csv").read_bytes(), KAPPA_GAIN_GRID)
     config = FitConfig(bootstrap_n=args.bootstrap)
     t0 = time.perf_counter()
-    tables = []
+    tables, priors = [], {}
     for source in args.sources or sources:
         tag = source.replace("/", "+")
-        prior_path = args.work / f"prior_without_{tag}.json"
+        # the prior without `source` (its kappa, kappa_gain nested: calibrated by leaving one
+        # of the other sources out at a time), cached per corpus
+        prior_path = args.work / f"prior_without_{tag}__{corpus}.json"
         if prior_path.exists():
             prior = CurvePrior.load(prior_path)
         else:
@@ -144,16 +170,22 @@ def main() -> None:
             prior = estimate_prior(rest, provenance={"held_out": source})
             prior.save(prior_path)
             log(f"  {time.perf_counter() - t1:.0f} s: mean {np.round(prior.mean, 3)}, kappa "
-                f"{prior.kappa:.4f}")
-        rows_path = args.work / f"forecasts_{tag}_bootstrap{args.bootstrap}" \
-            f"{'_nobefore' if args.no_before else ''}.csv"
-        if rows_path.exists():
-            rows = pd.read_csv(rows_path)
-        else:
-            rows = pd.DataFrame(forecast_source(curves, source, prior, config,
-                                                not args.no_before, log))
-            rows.to_csv(rows_path, index=False)
-        tables.append(rows)
+                f"{prior.kappa:.4f}, kappa_gain {prior.kappa_gain:.3f}")
+        priors[source] = prior
+        mine = _digest(*[(cv.file, cv.compute.tobytes(), cv.reward.tobytes())
+                         for cv in curves if cv.source == source])
+        parts = [("after", f"after_{tag}__{corpus}.csv", prior)]
+        if not args.no_before:  # today's fit: depends on the source's curves only
+            parts.append(("before", f"before_{tag}__{mine}_bootstrap{args.bootstrap}.csv", None))
+        for method, name, pr in parts:
+            path = args.work / name
+            if path.exists():
+                rows = pd.read_csv(path)
+            else:
+                methods = ("after", "after, joint") if method == "after" else ("before",)
+                rows = pd.DataFrame(forecast_source(curves, source, pr, config, methods, log))
+                rows.to_csv(path, index=False)
+            tables.append(rows)
     table = pd.concat(tables, ignore_index=True)
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
@@ -162,6 +194,17 @@ def main() -> None:
     print(f"\n## {table['file'].nunique()} eval curves of {n_src} sources, leave one source "
           f"out ({time.perf_counter() - t0:.0f} s)")
     print(summary(table).to_string(index=False, **fmt))
+    widths = oracle_widths(table)
+    print(f"\nconstant-width oracle at 50 % (after): {widths[0.85]:.3f} covers 85 %, "
+          f"{widths[0.95]:.3f} covers 95 % of the last evals")
+    print("\nheld-out priors (interval calibration nested: leave one of the other sources out):")
+    for source, prior in priors.items():
+        cal = prior.provenance.get("estimate", {}).get("calibration", {})
+        print(f"  without {source}: kappa {prior.kappa:.4f}, kappa_gain {prior.kappa_gain:.2f}, "
+              f"from {cal.get('n_forecasts', '?')} forecasts of "
+              f"{prior.provenance.get('estimate', {}).get('n_sources', '?')} sources, inner "
+              f"coverage {cal.get('weighted_coverage', float('nan')):.3f}, inner median width "
+              f"{cal.get('weighted_median_width', float('nan')):.3f}")
     for source, sub in table.groupby("source"):
         print(f"\n### held out: {source} ({sub['file'].nunique()} curves)")
         print(summary(sub).to_string(index=False, **fmt))

@@ -12,8 +12,22 @@ import torch
 from scipy.special import expit
 
 from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
-from scalerl.fit.forecast.corpus import CorpusCurve, estimate_prior, read_corpus, solve_kappa, thin
-from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points, prior_intervals
+from scalerl.fit.forecast.corpus import (
+    CorpusCurve,
+    estimate_prior,
+    read_corpus,
+    solve_discrepancy,
+    solve_kappa,
+    thin,
+    weighted_median,
+)
+from scalerl.fit.forecast.joint import (
+    RunData,
+    discrepancy_var,
+    fit_runs,
+    forecast_points,
+    prior_intervals,
+)
 from scalerl.fit.forecast.predict import predict_final
 from scalerl.fit.forecast.prior import CurvePrior, from_theta, mean_curve, shipped_prior, to_theta
 
@@ -161,6 +175,55 @@ def test_solve_kappa_hand_derived():
     assert solve_kappa(err * 0.01, np.ones(20), np.ones(20), np.ones(20), 0.95) == 0.0
 
 
+def test_solve_discrepancy_takes_the_narrowest_pair_at_nominal_coverage():
+    """20 forecasts, no other variance: 10 flat ones (no rise ahead, error 0.1 each, horizon
+    1) and 10 rising ones (rise ahead 1, error 1..10, horizon 1). The horizon term alone
+    (kappa_gain 0) must cover 19 of 20, i.e. errors up to 9: kappa z = 9, width 2 x 9 for
+    all. With the gain term the flat ones need only kappa z >= 0.1 while kappa_gain z
+    covers the rising ones: at kappa_gain z = 3, (kappa z)^2 + 9 >= 81 (error 9) needs
+    kappa z = sqrt(72); the narrowest grid pair is then picked by the median width."""
+    z = 1.959963984540054
+    err = np.r_[np.full(10, 0.1), np.arange(1.0, 11.0)]
+    gain = np.r_[np.zeros(10), np.ones(10)]
+    ones = np.ones(20)
+    k, g, width, tried = solve_discrepancy(err, np.zeros(20), ones, gain, ones, 0.95,
+                                           grid=(0.0, 3.0 / z, 9.0 / z))
+    rows = {round(t["kappa_gain"] * z, 6): t for t in tried}
+    assert rows[0.0]["kappa"] * z == pytest.approx(9.0, rel=1e-6)
+    assert rows[0.0]["median_width"] == pytest.approx(18.0, rel=1e-6)
+    assert rows[3.0]["kappa"] * z == pytest.approx(np.sqrt(72.0), rel=1e-6)
+    # kappa_gain z = 9 covers 9 rising ones by itself; the flat ones need kappa z >= 0.1
+    assert rows[9.0]["kappa"] * z == pytest.approx(0.1, rel=1e-6)
+    # widths: 2 sqrt(72) for every forecast at 3 / z; at 9 / z 0.2 (flat) and ~18 (rising):
+    # the median (weighted, equal weights) is the 10th smallest: 0.2
+    assert (k, g) == (rows[9.0]["kappa"], 9.0 / z) and width == pytest.approx(0.2, rel=1e-6)
+    assert weighted_median([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
+    assert weighted_median([1.0, 2.0], [1.0, 3.0]) == 2.0
+
+
+def test_the_gain_term_widens_a_rising_forecast_and_not_a_flat_one():
+    """discrepancy_var = (kappa h)^2 + (kappa_gain |R(F) - R(c)|)^2, with the rise ahead read
+    from the posterior's mean curve: a run seen only before its midpoint still expects most of
+    its rise; one seen long after its midpoint expects none."""
+    prior = dataclasses.replace(TRUE, kappa=0.02, kappa_gain=0.5)
+    theta = np.array([1.2, np.log(40 / 200.0), 0.5])  # B ~ 3.3: flat by step 150
+    rng = np.random.default_rng(3)
+    y = draw_curve(theta, 0.2, rng, noise=0.004)
+    early = forecast_points(STEPS[:5], y[:5], 200.0, prior)  # to step 32: before C_mid 40
+    late = forecast_points(STEPS[STEPS <= 150], y[STEPS <= 150], 200.0, prior)
+    post = late.posterior
+    rise = abs(late.predicted - float(post.predict(np.array([144.0]))[0]))
+    assert late.gain_ahead == pytest.approx(rise, rel=1e-9)
+    assert early.gain_ahead > 0.05 > 0.01 > late.gain_ahead
+    for fc in (early, late):
+        expected = (0.02 * fc.horizon) ** 2 + (0.5 * fc.gain_ahead) ** 2
+        assert discrepancy_var(fc, prior) == pytest.approx(expected, rel=1e-12)
+    # a prior file written before kappa_gain existed reads with 0 there
+    record = TRUE.to_dict()
+    del record["kappa_gain"]
+    assert CurvePrior.from_dict(record).kappa_gain == 0.0
+
+
 def test_thin_keeps_every_kth_and_the_last():
     assert thin(10, 0).tolist() == list(range(10))
     assert thin(10, 4).tolist() == [0, 3, 6, 9]
@@ -199,7 +262,10 @@ def test_corpus_columns_and_reading():
     curves = read_corpus(CORPUS, max_points=60)
     assert len(curves) == (table["kind"] == "eval").sum()
     assert max(cv.compute.size for cv in curves) <= 61
-    assert all(cv.compute[0] == 0 and (np.diff(cv.compute) > 0).all() for cv in curves)
+    assert all((np.diff(cv.compute) > 0).all() for cv in curves)
+    # every source has a step-0 (base model) eval but LESSER's (its README: R0 = first eval)
+    no_base = {cv.source for cv in curves if cv.compute[0] != 0}
+    assert no_base == {"davidzhangsan/LESSER"}
 
 
 def test_predict_final_with_a_prior_gives_early_intervals_and_none_keeps_todays_fit():

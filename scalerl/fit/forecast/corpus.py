@@ -21,12 +21,15 @@ expectation-maximisation with Laplace E-steps:
    sweeps, and its runs, share its weight), so a source with many near-identical runs does not
    make the prior look surer than the sources justify. Sds floored at `SD_MIN`. Repeated
    `EM_ITERATIONS` times or until nothing moves by 1e-3.
-4. kappa, the interval calibration, by leave-one-source-out inside the corpus: each source's
-   curves are forecast at `CALIBRATION_FRACTIONS` of their steps with the prior estimated
-   (steps 1-3) from the other sources; kappa is the smallest value at which the intervals
-   pred +- z sqrt(var_fit + s^2 + (kappa log(F / c))^2) cover the last eval in a share >=
-   `confidence` of the forecasts (each source weighted the same). No curve is ever calibrated
-   on a prior that saw it.
+4. the interval calibration (kappa, kappa_gain) by leave-one-source-out inside the corpus:
+   each source's curves are forecast at `CALIBRATION_FRACTIONS` of their steps with the prior
+   estimated (steps 1-3) from the other sources; the observed intervals are
+   pred +- z sqrt(var_fit + s^2 + (kappa log(F / c))^2 + (kappa_gain |R(F) - R(c)|)^2). For each
+   kappa_gain of `KAPPA_GAIN_GRID` kappa is the smallest value at which they cover the last eval
+   in a share >= `confidence` of the forecasts (each source weighted the same); the pair kept is
+   the one with the smallest weighted median width (kappa_gain 0 is the horizon term alone, so
+   the pair is never wider than it on these forecasts). No curve is ever calibrated on a prior
+   that saw it.
 
 `rebuild(folder, out)` writes the prior with its provenance (corpus commit, sources, counts,
 the procedure, the calibration's coverage). Deliberately left out: reading other layouts
@@ -53,13 +56,15 @@ from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points
 from scalerl.fit.forecast.prior import PARAMS, SHIPPED_PATH, CurvePrior, mean_curve
 
 __all__ = ["CorpusCurve", "read_corpus", "thin", "estimate_prior", "rebuild", "HYPERPRIOR",
-           "CALIBRATION_FRACTIONS", "MAX_POINTS", "calibrate_kappa", "fraction_prefix"]
+           "CALIBRATION_FRACTIONS", "MAX_POINTS", "calibrate_kappa", "fraction_prefix",
+           "solve_kappa", "solve_discrepancy", "weighted_median", "KAPPA_GAIN_GRID"]
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "benchmarks" / "public_curves"
 MAX_POINTS = 60  # evals kept per curve
 EM_ITERATIONS = 25
 SD_MIN = 0.05  # floor of every prior sd (theta units)
 CALIBRATION_FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+KAPPA_GAIN_GRID = (0.0, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 # The weak hyperprior of the single-curve fits of step 1: wide enough that a full curve's
 # data decide (B within e^+-3, C_mid within e^+-5 of F, any gain) while keeping the modes of
 # curves that show no bend finite.
@@ -206,11 +211,11 @@ def estimate_prior(curves: Sequence[CorpusCurve], *, calibrate: bool = True,
     info = {"em_iterations": it + 1, "n_curves": len(pairs), "n_sweeps": len(sweep_names),
             "n_sources": len(set(sweep_source))}
     if calibrate:
-        kappa, cal = calibrate_kappa(curves, confidence, log=log)
+        (kappa, kappa_gain), cal = calibrate_kappa(curves, confidence, log=log)
         info["calibration"] = cal
     else:
-        kappa = 0.0
-    return dataclasses.replace(prior, kappa=kappa,
+        kappa = kappa_gain = 0.0
+    return dataclasses.replace(prior, kappa=kappa, kappa_gain=kappa_gain,
                                provenance={**(provenance or {}), "estimate": info})
 
 
@@ -225,14 +230,16 @@ def _forecast_records(curves: Sequence[CorpusCurve], prior: CurvePrior,
                 continue
             rows.append({"source": cv.source, "file": cv.file, "fraction": frac,
                          "error": float(cv.reward[-1] - fc.predicted),
-                         "var": fc.var_fit + fc.posterior.noise_sd ** 2, "horizon": fc.horizon})
+                         "var": fc.var_fit + fc.posterior.noise_sd ** 2, "horizon": fc.horizon,
+                         "gain_ahead": fc.gain_ahead})
     return rows
 
 
 def calibrate_kappa(curves: Sequence[CorpusCurve], confidence: float = 0.95,
                     fractions: Sequence[float] = CALIBRATION_FRACTIONS, log=None
-                    ) -> tuple[float, dict]:
-    """kappa by leave-one-source-out forecasts inside `curves` (step 4 of the docstring)."""
+                    ) -> tuple[tuple[float, float], dict]:
+    """(kappa, kappa_gain) by leave-one-source-out forecasts inside `curves` (step 4 of the
+    docstring), and a record of the calibration."""
     log = log or (lambda msg: None)
     rows = []
     for source in sorted({cv.source for cv in curves}):
@@ -248,15 +255,47 @@ def calibrate_kappa(curves: Sequence[CorpusCurve], confidence: float = 0.95,
         raise ValueError("calibration needs curves from at least 3 sources")
     table = pd.DataFrame(rows)
     w = _weights(table["source"].tolist())
-    kappa = solve_kappa(table["error"].to_numpy(), table["var"].to_numpy(),
-                        table["horizon"].to_numpy(), w, confidence)
+    error, var, horizon, gain = (table[c].to_numpy(float)
+                                 for c in ("error", "var", "horizon", "gain_ahead"))
+    kappa, kappa_gain, width, tried = solve_discrepancy(error, var, horizon, gain, w, confidence)
     z = float(norm.ppf(0.5 + confidence / 2))
-    covered = np.abs(table["error"]) <= z * np.sqrt(table["var"] + (kappa * table["horizon"]) ** 2)
-    cal = {"kappa": kappa, "n_forecasts": len(table), "fractions": list(fractions),
+    total = var + (kappa * horizon) ** 2 + (kappa_gain * gain) ** 2
+    covered = np.abs(error) <= z * np.sqrt(total)
+    cal = {"kappa": kappa, "kappa_gain": kappa_gain, "n_forecasts": len(table),
+           "fractions": list(fractions),
            "weighted_coverage": float(np.average(covered, weights=w)),
-           "coverage_at_kappa_0": float(np.average(
-               np.abs(table["error"]) <= z * np.sqrt(table["var"]), weights=w))}
-    return kappa, cal
+           "weighted_median_width": width,
+           "coverage_at_kappa_0": float(np.average(np.abs(error) <= z * np.sqrt(var), weights=w)),
+           "grid": tried}
+    return (kappa, kappa_gain), cal
+
+
+def weighted_median(values, weights) -> float:
+    """The smallest value at which the cumulative weight reaches half the total."""
+    v, w = np.asarray(values, float), np.asarray(weights, float)
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cum, 0.5 * cum[-1])])
+
+
+def solve_discrepancy(error, var, horizon, gain, weights, confidence: float,
+                      grid: Sequence[float] = KAPPA_GAIN_GRID
+                      ) -> tuple[float, float, float, list[dict]]:
+    """(kappa, kappa_gain, weighted median width, every pair tried): for each kappa_gain of
+    `grid` the smallest kappa reaching `confidence` (`solve_kappa` with the gain term added to
+    the variance), keeping the pair whose intervals have the smallest weighted median width
+    (ties: the smaller kappa_gain)."""
+    error, var, horizon, gain = (np.asarray(a, float) for a in (error, var, horizon, gain))
+    z = float(norm.ppf(0.5 + confidence / 2))
+    tried, best = [], None
+    for g in grid:
+        base = var + (g * gain) ** 2
+        k = solve_kappa(error, base, horizon, weights, confidence)
+        width = weighted_median(2 * z * np.sqrt(base + (k * horizon) ** 2), weights)
+        tried.append({"kappa_gain": float(g), "kappa": k, "median_width": width})
+        if best is None or width < best[2] - 1e-12:
+            best = (k, float(g), width)
+    return best[0], best[1], best[2], tried
 
 
 def solve_kappa(error, var, horizon, weights, confidence: float) -> float:
@@ -307,14 +346,16 @@ def rebuild(folder: str | Path = DEFAULT_CORPUS, out: str | Path = SHIPPED_PATH,
         "excluded_sources": list(exclude_sources), "max_points": max_points,
         "compute": "step", "params": list(PARAMS),
         "procedure": "scalerl.fit.forecast.corpus.estimate_prior: empirical Bayes (EM with Laplace "
-                     "E-steps over sweeps fitted jointly), kappa by leave-one-source-out",
+                     "E-steps over sweeps fitted jointly), kappa and kappa_gain by "
+                     "leave-one-source-out",
         "built": time.strftime("%Y-%m-%d"),
     }
     prior = estimate_prior(curves, confidence=confidence, log=log, provenance=provenance)
     prior.save(out)
     log(f"wrote {out} in {time.perf_counter() - t0:.0f} s: mean {np.round(prior.mean, 3)}, "
         f"between {np.round(prior.between_sd, 3)}, within {np.round(prior.within_sd, 3)}, "
-        f"noise {prior.noise_sd:.4f} ({prior.noise_dof:.1f} dof), kappa {prior.kappa:.4f}")
+        f"noise {prior.noise_sd:.4f} ({prior.noise_dof:.1f} dof), kappa {prior.kappa:.4f}, "
+        f"kappa_gain {prior.kappa_gain:.3f}")
     return prior
 
 

@@ -29,7 +29,8 @@ problem from the single-run modes.
 far: the same point selection as `scalerl.fit.forecast.predict` (R0, cutoff, collapse), the fit, the
 mean curve at `final` with its variance (`PriorForecast`); `prior_intervals` turns it into the
 intervals of `scalerl.fit.forecast.intervals.ForecastIntervals` with the prior's calibrated
-discrepancy kappa log(final / c_last) added. `forecast_sweep` forecasts the runs of one sweep
+discrepancy added (`discrepancy_var`: kappa log(final / c_last) and kappa_gain times the rise
+the posterior still expects). `forecast_sweep` forecasts the runs of one sweep
 together.
 
 Deliberately left out: full posterior sampling (the Laplace approximation is used throughout)
@@ -54,7 +55,7 @@ from scalerl.fit.forecast.intervals import ForecastIntervals, unsupported
 from scalerl.fit.forecast.prior import THETA_BOUNDS, CurvePrior, from_theta, mean_curve, supports
 
 __all__ = ["RunData", "RunPosterior", "JointFit", "fit_runs", "PriorForecast",
-           "forecast_points", "prior_intervals", "forecast_sweep", "SD_FLOOR"]
+           "forecast_points", "prior_intervals", "forecast_sweep", "discrepancy_var", "SD_FLOOR"]
 
 SD_FLOOR = 1e-3  # smallest prior sd used (a within-sweep sd of 0 would make a singular fit)
 N_STARTS = 3  # optimiser starts per run (the best of a grid of shapes)
@@ -249,6 +250,7 @@ class PriorForecast:
     var_fit: float = float("nan")  # its variance from theta and R0
     horizon: float = float("nan")  # log(final / last fitted compute)
     n_points: int = 0
+    gain_ahead: float = float("nan")  # |R(final) - R(last fitted compute)| of the mean curve
 
 
 def run_data(compute, reward, final: float, config: FitConfig | None = None,
@@ -281,8 +283,16 @@ def run_data(compute, reward, final: float, config: FitConfig | None = None,
 
 def _forecast_from(post: RunPosterior, last: float) -> PriorForecast:
     pred, var = post.forecast(post.final)
+    ahead = abs(pred - float(post.predict(np.array([last]))[0]))
     return PriorForecast("ok", "", post, pred, var, float(np.log(post.final / last)),
-                         post.n_points)
+                         post.n_points, ahead)
+
+
+def discrepancy_var(fc: PriorForecast, prior: CurvePrior) -> float:
+    """The calibrated discrepancy variance of a forecast: (kappa horizon)^2 + (kappa_gain
+    gain_ahead)^2 (`scalerl.fit.forecast.prior`)."""
+    return ((prior.kappa * max(fc.horizon, 0.0)) ** 2
+            + (prior.kappa_gain * fc.gain_ahead) ** 2)
 
 
 def forecast_points(compute, reward, final: float, prior: CurvePrior,
@@ -318,14 +328,14 @@ def forecast_sweep(curves: Mapping[str, tuple], finals: Mapping[str, float], pri
 
 def prior_intervals(fc: PriorForecast, prior: CurvePrior, confidence: float) -> ForecastIntervals:
     """Intervals of a prior forecast at `confidence`: the posterior's variance plus the
-    calibrated discrepancy (kappa x horizon)^2 for the mean curve, plus one eval's noise for
+    calibrated discrepancy (`discrepancy_var`) for the mean curve, plus one eval's noise for
     the observed value; A and C_mid get their posterior intervals widened by the same factor
     as the mean curve's (as in `scalerl.fit.forecast.intervals.calibrate`). Pass rates stay in [0, 1]."""
     post = fc.posterior
     if fc.status != "ok" or post is None:
         return unsupported(fc.status, warning=fc.message)
     z = float(norm.ppf(0.5 + confidence / 2.0))
-    disc = (prior.kappa * max(fc.horizon, 0.0)) ** 2
+    disc = discrepancy_var(fc, prior)
     var_mean = fc.var_fit + disc
     widening = float(np.sqrt(var_mean / fc.var_fit)) if fc.var_fit > 0 else float("nan")
     half = z * np.sqrt(var_mean)

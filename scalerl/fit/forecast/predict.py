@@ -327,7 +327,7 @@ def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, r
     if config.bootstrap_n == 0:
         iv = unsupported("off")
     elif not config.calibrate_intervals:
-        iv = dataclasses.replace(prior_intervals(fc, dataclasses.replace(prior, kappa=0.0),
+        iv = dataclasses.replace(prior_intervals(fc, dataclasses.replace(prior, kappa=0.0, kappa_gain=0.0),
                                                  config.confidence), status="uncalibrated")
     else:
         iv = prior_intervals(fc, prior, config.confidence)

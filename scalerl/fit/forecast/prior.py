@@ -21,12 +21,15 @@ The sds are diagonal (the parameters' correlations are left to each run's likeli
 
 Also carried: the eval-noise prior (`noise_sd` s0 with `noise_dof` nu0 degrees of freedom: a
 scaled inverse chi-square for the residual variance of one eval around the curve, combined
-with a run's own residuals), and `kappa`, the interval calibration: the forecast of a run at F
-made from points up to compute c carries a discrepancy sd kappa log(F / c) on top of the
-posterior's and the eval noise's (the curve is not exactly a sigmoid; the farther ahead, the
-larger the miss), kappa set so that the intervals cover the held-out sources' finals at
-`calibrated_at` (see `scalerl.fit.forecast.corpus`). `provenance` says which corpus (commit, sources,
-curves) and which procedure built it.
+with a run's own residuals), and the interval calibration (`kappa`, `kappa_gain`): the forecast
+of a run at F made from points up to compute c carries a discrepancy of variance
+(kappa log(F / c))^2 + (kappa_gain |R(F) - R(c)|)^2 on top of the posterior's and the eval
+noise's. The curve is not exactly a sigmoid: the farther ahead, and the more rise the posterior
+still expects, the larger the miss; a run that has flattened (R(F) ~ R(c)) keeps only the
+horizon term. Both are set so that the intervals cover the held-out sources' finals at
+`calibrated_at` with the smallest median width (see `scalerl.fit.forecast.corpus`); a prior file
+without `kappa_gain` has 0 there (the horizon term alone). `provenance` says which corpus
+(commit, sources, curves) and which procedure built it.
 
 The prior ships with the package as `curve_prior.json` next to this file (`shipped_prior`),
 rebuilt from the public corpus by `python -m scalerl.fit.forecast.corpus` (`scalerl.fit.forecast.corpus`).
@@ -55,6 +58,7 @@ SHIPPED_PATH = Path(__file__).with_name("curve_prior.json")
 # h within expit(+-10). Keeps the optimiser away from overflow; no data reaches the edges.
 THETA_BOUNDS = (np.array([np.log(0.05), -12.0, -10.0]), np.array([np.log(20.0), 6.0, 10.0]))
 R0_MAX = 0.999  # a base model already at 1 has no headroom to gain
+OPTIONAL_FIELDS = ("provenance", "kappa_gain")  # a prior file may lack them (their defaults)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +71,7 @@ class CurvePrior:
     kappa: float  # discrepancy sd per unit of log(F / c)
     calibrated_at: float  # the nominal coverage kappa was set for
     provenance: dict = dataclasses.field(default_factory=dict)
+    kappa_gain: float = 0.0  # discrepancy sd per unit of the rise still expected, |R(F) - R(c)|
 
     def __post_init__(self):
         for name in ("mean", "between_sd", "within_sd"):
@@ -76,8 +81,10 @@ class CurvePrior:
                                  f", got {getattr(self, name)!r}")
         if min(self.between_sd) <= 0 or min(self.within_sd) <= 0:
             raise ValueError("CurvePrior sds must be positive")
-        if not (self.noise_sd > 0 and self.noise_dof > 0 and self.kappa >= 0):
-            raise ValueError("CurvePrior needs noise_sd > 0, noise_dof > 0 and kappa >= 0")
+        if not (self.noise_sd > 0 and self.noise_dof > 0 and self.kappa >= 0
+                and self.kappa_gain >= 0):
+            raise ValueError("CurvePrior needs noise_sd > 0, noise_dof > 0 and kappa, "
+                             "kappa_gain >= 0")
 
     @property
     def total_sd(self) -> np.ndarray:
@@ -95,7 +102,7 @@ class CurvePrior:
             raise ValueError(f"not a curve prior of version {PRIOR_VERSION} over {PARAMS}: "
                              "rebuild it with `python -m scalerl.fit.forecast.corpus`")
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [n for n in names if n not in record and n != "provenance"]
+        missing = [n for n in names if n not in record and n not in OPTIONAL_FIELDS]
         if missing:
             raise ValueError(f"curve prior lacks {', '.join(missing)}")
         values = {n: record[n] for n in names if n in record}
