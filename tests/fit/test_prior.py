@@ -1,6 +1,7 @@
-"""The curve prior (scalerl.fit.forecast.prior), its empirical-Bayes estimate (scalerl.fit.forecast.corpus), the
-prior and joint fits (scalerl.fit.forecast.joint) and predict_final's prior path, on synthetic curves
-drawn from known priors and on the shipped prior and corpus."""
+"""The curve prior (scalerl.fit.forecast.prior), its empirical-Bayes estimate
+(scalerl.fit.forecast.corpus), the prior and joint fits (scalerl.fit.forecast.joint) and
+predict_final's prior path, on synthetic curves drawn from known priors and on the shipped
+prior and corpus."""
 
 import dataclasses
 from pathlib import Path

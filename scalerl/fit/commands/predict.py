@@ -18,10 +18,19 @@ value to forecast (the task column of the output is the metric's name unless the
 task), `--compute-col` the x-axis (default: step). For these rows `chunk` is the index of the
 latest point fitted.
 
-Intervals: 95 % by default (`confidence` in --config), calibrated
-(`scalerl.fit.forecast.intervals`): `observed_final_lo/hi` for the eval of the final model the
-user will see, `predicted_final_lo/hi` for the mean curve, `A_lo/hi`, `C_mid_lo/hi`;
-`interval_status` says when the data cannot support one yet (bounds empty).
+Curve prior (`--prior`, default shipped): the sigmoid of a pass-rate curve is fitted with the
+prior over curve shape learned from public RL runs that ships with scalerl
+(`scalerl.fit.forecast.prior`; rebuilt by `scalerl prior`): the run's own points dominate once
+it has many; early on the prior supplies the shape an RL curve usually has. The command prints
+which prior (its sources, curves and build date) before anything else; `--prior PATH` takes a
+rebuilt one, `--prior none` the plain least-squares fit. The power law never uses it.
+
+Intervals: 95 % by default (`confidence` in --config), calibrated: with the prior from 4
+points on (its posterior plus the discrepancy calibrated on held-out public sources), without
+it from the run's own backtest (`scalerl.fit.forecast.intervals`). `observed_final_lo/hi` for
+the eval of the final model the user will see, `predicted_final_lo/hi` for the mean curve,
+`A_lo/hi`, `C_mid_lo/hi`; `interval_status` says when the data cannot support one yet (bounds
+empty).
 
 EVAL (`--eval`): scalerl's per-sample eval Parquet files (`scalerl/eval/schema.py`) of one run;
 only the held-out split (`dataset` = val) is used when the column exists. Pass rate per (task,
@@ -36,8 +45,9 @@ steps_per_chunk x `--chunks`.
 `--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
 `--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
 (`scalerl.fit.forecast.backtest`): median and p90 absolute error against the last point, for the
-sigmoid, the power law and the persistence forecast (the value when predicting), and the
-ratio of the forecast's median error to persistence's.
+sigmoid, the power law and the two persistence forecasts (the value when predicting, and the
+mean of the last few values then: the smoothed one), and the ratio of the forecast's median
+error to each.
 
 Deliberately left out: stopping runs (`scalerl race`), following them while they train
 (`scalerl watch`), and a plot (`scalerl watch` draws forecast.png).
@@ -57,6 +67,7 @@ from scalerl.fit.commands.options import (
     add_input_options,
     curves_from_args,
     fit_config,
+    prior_from_args,
 )
 from scalerl.fit.forecast.backtest import backtest_curve, backtest_table
 from scalerl.fit.forecast.predict import (
@@ -64,6 +75,7 @@ from scalerl.fit.forecast.predict import (
     predict_final,
     prediction_rows,
     read_predictions,
+    smoothed_level,
     write_predictions,
 )
 from scalerl.fit.forecast.runs import final_compute_of, forecast_rows
@@ -158,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("give the runs' planned total: --final-step N, --final-compute X or "
                          "--run-config run.yaml (or --backtest for finished runs)")
     config = fit_config(args)
+    prior, about = prior_from_args(args)
+    progress(f"predict: {about}")
     if args.inputs:
-        return run_inputs(args, config)
+        return run_inputs(args, config, prior)
     if args.backtest:
         raise ValueError("--backtest reads finished runs' logs (INPUT...), not --eval")
     if args.out is None:
@@ -180,10 +194,11 @@ def run(args: argparse.Namespace) -> int:
             upto = sub[sub["chunk"] <= chunk]
             preds = predict_final(upto["compute"].to_numpy(float),
                                   upto["pass_rate"].to_numpy(float), final, config,
-                                  n_samples=upto["n"].to_numpy(float))
+                                  n_samples=upto["n"].to_numpy(float), prior=prior)
             latest = float(upto["compute"].iloc[-1])
             rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds,
-                                    latest_reward=float(upto["pass_rate"].iloc[-1]))
+                                    latest_reward=float(upto["pass_rate"].iloc[-1]),
+                                    smoothed_reward=smoothed_level(upto["pass_rate"]))
             text = ", ".join(f"{p.form} final {p.predicted_final:.3f} (observed "
                              f"[{p.observed_final_lo:.3f}, {p.observed_final_hi:.3f}]) A "
                              f"{p.A:.3f} [{p.A_lo:.3f}, {p.A_hi:.3f}] ({p.status}; interval "
@@ -206,11 +221,11 @@ def _fractions(text: str) -> list[float]:
     return values
 
 
-def run_backtest(args, config, curves) -> int:
+def run_backtest(args, config, curves, prior) -> int:
     rows, finals = [], []
     for curve in curves:
         r, final = backtest_curve(curve.compute, curve.reward, run=curve.run, task=curve.task,
-                                  config=config, fractions=_fractions(args.at))
+                                  config=config, fractions=_fractions(args.at), prior=prior)
         rows += r
         finals.append(final)
         progress(f"predict: backtest {curve.run} {curve.task}: {len(r) // 2} prediction(s), "
@@ -224,13 +239,13 @@ def run_backtest(args, config, curves) -> int:
     return 0
 
 
-def run_inputs(args, config) -> int:
+def run_inputs(args, config, prior) -> int:
     """Predict every run of INPUT... (see the module docstring)."""
     curves, info = curves_from_args(args)
     progress(f"predict: {len(curves)} run(s); metric {info['reward_col']!r} against "
              f"{info['compute_col']!r}")
     if args.backtest:
-        return run_backtest(args, config, curves)
+        return run_backtest(args, config, curves, prior)
     out = Path(args.out) if args.out else None
     old = read_predictions(out) if out is not None and out.exists() else None
     done = set() if old is None or args.force else set(
@@ -244,7 +259,7 @@ def run_inputs(args, config) -> int:
         for k in range(last + 1) if args.all_chunks else [last]:
             if args.all_chunks and k != last and (curve.run, curve.task, k) in done:
                 continue
-            r, _ = forecast_rows(curve, final, config, upto=k)
+            r, _ = forecast_rows(curve, final, config, upto=k, prior=prior)
             rows += r
             if k == last:
                 latest += r

@@ -1,5 +1,6 @@
 """Learn the curve prior from a corpus of public RL eval curves (empirical Bayes), and rebuild
-the shipped one: `python -m scalerl.fit.forecast.corpus [--curves DIR] [--out PATH]`.
+the shipped one: `rebuild`, run by `scalerl prior --out PATH [--curves DIR]`
+(`scalerl.fit.commands.prior`).
 
 Corpus: a folder like benchmarks/public_curves: `sources.csv` (one row per curve: file, kind,
 model, source, ...) and one `step,value[,compute]` CSV per curve. `read_corpus` takes the
@@ -39,7 +40,6 @@ their eval-set size.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import subprocess
 import time
@@ -51,7 +51,6 @@ import pandas as pd
 from scipy.stats import norm
 
 from scalerl.fit.curves.noise import noise_sd
-from scalerl.fit.curves.sigmoid import FitError
 from scalerl.fit.forecast.joint import RunData, fit_runs, forecast_points
 from scalerl.fit.forecast.prior import PARAMS, SHIPPED_PATH, CurvePrior, mean_curve
 
@@ -332,8 +331,10 @@ def _git_commit(folder: Path) -> str:
 
 def rebuild(folder: str | Path = DEFAULT_CORPUS, out: str | Path = SHIPPED_PATH, *,
             exclude_sources: Sequence[str] = (), max_points: int = MAX_POINTS,
-            confidence: float = 0.95, log=print) -> CurvePrior:
-    """Estimate the prior from the corpus in `folder` and write it to `out`."""
+            confidence: float = 0.95, log=None) -> CurvePrior:
+    """Estimate the prior from the corpus in `folder` and write it to `out` (`log(message)`:
+    progress, by default none)."""
+    log = log or (lambda msg: None)
     folder = Path(folder)
     t0 = time.perf_counter()
     curves = [cv for cv in read_corpus(folder, max_points=max_points)
@@ -357,26 +358,3 @@ def rebuild(folder: str | Path = DEFAULT_CORPUS, out: str | Path = SHIPPED_PATH,
         f"noise {prior.noise_sd:.4f} ({prior.noise_dof:.1f} dof), kappa {prior.kappa:.4f}, "
         f"kappa_gain {prior.kappa_gain:.3f}")
     return prior
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Rebuild the curve prior from a corpus of "
-                                     "public RL eval curves.")
-    parser.add_argument("--curves", type=Path, default=DEFAULT_CORPUS,
-                        help="corpus folder with sources.csv (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=SHIPPED_PATH,
-                        help="where to write the prior (default: the shipped one)")
-    parser.add_argument("--exclude-source", action="append", default=[],
-                        help="leave this source (sources.csv `source`) out; repeatable")
-    parser.add_argument("--max-points", type=int, default=MAX_POINTS)
-    args = parser.parse_args(argv)
-    try:
-        rebuild(args.curves, args.out, exclude_sources=args.exclude_source,
-                max_points=args.max_points)
-    except (FileNotFoundError, ValueError, FitError) as err:
-        raise SystemExit(f"error: {err}") from err
-
-
-if __name__ == "__main__":
-    main()
-

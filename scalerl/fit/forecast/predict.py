@@ -44,13 +44,20 @@ is given and keeps the rest, `write_predictions` writes atomically, `read_predic
 files written before the `OPTIONAL_COLUMNS` existed (`latest_reward` and the interval
 columns) with those columns empty. The CLI is `scalerl.fit.commands.predict`.
 
-With a curve prior (`prior=`: a `scalerl.fit.forecast.prior.CurvePrior`, or "shipped" for the one
-learned from public runs) the sigmoid of a pass-rate curve is instead the posterior mode of
-`scalerl.fit.forecast.joint` (its points and the prior; with many points its own data dominate), its
-intervals the posterior's plus the prior's calibrated discrepancy (`joint.prior_intervals`):
-they exist from 4 points on, before C_mid too (interval_status "ok", backtest_n 0); grid
-options of FitConfig (a_min, cmid_max, ...) and weighting do not apply to it. The power law
-is unchanged. `DEFAULT_PRIOR` is None: the commands pass the prior explicitly.
+The curve prior (`prior=`, by default `DEFAULT_PRIOR` = "shipped": the one learned from public
+runs, `scalerl.fit.forecast.prior.shipped_prior`; or a `CurvePrior`; None for the plain fit
+above): the sigmoid of a pass-rate curve (values in [0, 1]) is then the posterior mode of
+`scalerl.fit.forecast.joint` (its points and the prior; with many points its own data
+dominate), its intervals the posterior's plus the prior's calibrated discrepancy
+(`joint.prior_intervals`): they exist from 4 points on, before C_mid too (interval_status
+"ok", backtest_n 0); grid options of FitConfig (a_min, cmid_max, ...) and weighting do not
+apply to it. Rewards outside [0, 1] get the plain fit. The power law never uses the prior.
+Each row's `prior` column says what its form was fitted with ("none", or the prior's
+`summary()`).
+
+Persistence baselines a backtest scores against, carried by every row: `latest_reward` (the
+value observed at that chunk: "it stays where it is") and `smoothed_reward` (the mean of the
+last `SMOOTH_EVALS` evals seen, `smoothed_level`: the same without one eval's noise).
 
 Deliberately left out: profile-likelihood intervals.
 """
@@ -87,10 +94,11 @@ from scalerl.utils.io import atomic_path
 
 __all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
            "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions",
-           "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level"]
+           "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level", "smoothed_level",
+           "SMOOTH_EVALS", "DEFAULT_PRIOR"]
 
 FORMS = ("sigmoid", "power_law")
-DEFAULT_PRIOR = None  # predict_final's `prior`: phase 2 of issue 38 makes it "shipped"
+DEFAULT_PRIOR = "shipped"  # predict_final's `prior` (module docstring)
 KEY_COLUMNS = ("run", "task", "chunk")
 
 PREDICTIONS_SCHEMA = pa.schema([
@@ -126,6 +134,8 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("recent_reward", pa.float64()),
     pa.field("recent_gain", pa.float64()),  # recent_reward - R0
     pa.field("recent_gain_se", pa.float64()),
+    pa.field("smoothed_reward", pa.float64()),  # mean of the last SMOOTH_EVALS evals seen
+    pa.field("prior", pa.string()),  # what the form was fitted with: none | the prior's summary
 ])
 # Columns added with calibrated intervals (each a `Prediction` field of the same name).
 INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo", "C_mid_hi",
@@ -133,7 +143,9 @@ INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo
                     "backtest_n", "backtest_rmse")
 # Columns a predictions file written before they existed lacks; read (and written) empty.
 RECENT_COLUMNS = ("recent_reward", "recent_gain", "recent_gain_se")
-OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS)
+OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS, "smoothed_reward",
+                    "prior")
+SMOOTH_EVALS = 3  # evals averaged by the smoothed persistence forecast
 
 
 NAN = float("nan")
@@ -167,6 +179,14 @@ class Prediction:
     recent_reward: float = NAN  # see `recent_level`
     recent_gain: float = NAN  # recent_reward - R0
     recent_gain_se: float = NAN
+    prior: str = "none"  # what the form was fitted with: none | the prior's summary()
+
+
+def smoothed_level(reward, k: int = SMOOTH_EVALS) -> float:
+    """The smoothed persistence forecast: the mean of the last `k` evals of `reward` [N]
+    (all of them when fewer), NaN when empty."""
+    y = np.asarray(reward, float).ravel()
+    return float(y[-k:].mean()) if y.size else NAN
 
 
 def _empty(form: str, n_points: int, status: str, warning: str,
@@ -327,14 +347,13 @@ def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, r
     if config.bootstrap_n == 0:
         iv = unsupported("off")
     elif not config.calibrate_intervals:
-        iv = dataclasses.replace(prior_intervals(fc, dataclasses.replace(prior, kappa=0.0, kappa_gain=0.0),
-                                                 config.confidence), status="uncalibrated")
+        bare = dataclasses.replace(prior, kappa=0.0, kappa_gain=0.0)
+        iv = dataclasses.replace(prior_intervals(fc, bare, config.confidence),
+                                 status="uncalibrated")
     else:
         iv = prior_intervals(fc, prior, config.confidence)
     params = post.params
-    built = prior.provenance.get("built", "?")
-    warnings = [f"fitted with the curve prior ({len(prior.provenance.get('sources', {}))} "
-                f"public sources, built {built})"]
+    warnings = [f"fitted with the curve prior ({prior.summary()})"]
     if not reached:
         warnings.append("the points have not reached C_mid: the forecast leans on the prior")
     return Prediction(
@@ -344,7 +363,8 @@ def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, r
         C_mid=params["C_mid"], C_mid_lo=iv.C_mid[0], C_mid_hi=iv.C_mid[1],
         interval_status=iv.status, confidence=config.confidence, eval_se=post.noise_sd,
         interval_widening=iv.widening, backtest_n=0, backtest_rmse=NAN,
-        recent_reward=recent[0], recent_gain=recent[1], recent_gain_se=recent[2])
+        recent_reward=recent[0], recent_gain=recent[1], recent_gain_se=recent[2],
+        prior=prior.summary())
 
 
 def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
@@ -442,16 +462,19 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
 
 def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compute: float,
                     predictions: Sequence[Prediction], *,
-                    latest_reward: float = float("nan")) -> list[dict]:
+                    latest_reward: float = float("nan"),
+                    smoothed_reward: float = float("nan")) -> list[dict]:
     """Rows of PREDICTIONS_SCHEMA for the predictions made at one chunk (`latest_reward`: the
-    reward observed at that chunk, the persistence forecast a backtest scores against)."""
+    reward observed at that chunk, `smoothed_reward`: `smoothed_level` of the rewards up to it;
+    the two persistence forecasts a backtest scores against)."""
     return [{"run": str(run), "task": str(task), "chunk": int(chunk), "compute": float(compute),
              "compute_fraction": float(compute) / float(final_compute), "form": p.form,
              "predicted_final": p.predicted_final, "predicted_final_lo": p.predicted_final_lo,
              "predicted_final_hi": p.predicted_final_hi, "A": p.A, "A_lo": p.A_lo,
              "A_hi": p.A_hi, "reached_c_mid": p.reached_c_mid, "n_points": p.n_points,
              "status": p.status, "latest_reward": float(latest_reward),
-             **{name: getattr(p, name) for name in (*INTERVAL_COLUMNS, *RECENT_COLUMNS)}}
+             **{name: getattr(p, name) for name in (*INTERVAL_COLUMNS, *RECENT_COLUMNS)},
+             "smoothed_reward": float(smoothed_reward), "prior": p.prior}
             for p in predictions]
 
 

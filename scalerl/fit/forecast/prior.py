@@ -32,7 +32,7 @@ without `kappa_gain` has 0 there (the horizon term alone). `provenance` says whi
 (commit, sources, curves) and which procedure built it.
 
 The prior ships with the package as `curve_prior.json` next to this file (`shipped_prior`),
-rebuilt from the public corpus by `python -m scalerl.fit.forecast.corpus` (`scalerl.fit.forecast.corpus`).
+rebuilt from the public corpus by `scalerl prior --out PATH` (`scalerl.fit.forecast.corpus.rebuild`).
 Deliberately left out: correlations between parameters, priors for rewards outside [0, 1].
 """
 
@@ -91,6 +91,15 @@ class CurvePrior:
         """[3] prior sd of one run's theta (between and within sources together)."""
         return np.hypot(np.asarray(self.between_sd), np.asarray(self.within_sd))
 
+    def summary(self) -> str:
+        """What the prior was learned from, for outputs: "5 public sources, 108 curves, built
+        2026-12-05" (what its provenance records)."""
+        prov = self.provenance
+        n_curves = prov.get("estimate", {}).get("n_curves")
+        parts = [f"{len(prov.get('sources', {}))} public sources"]
+        parts += [f"{n_curves} curves"] if n_curves else []
+        return ", ".join(parts + [f"built {prov.get('built', '?')}"])
+
     def to_dict(self) -> dict:
         return {"version": PRIOR_VERSION, "params": list(PARAMS),
                 **{f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v)
@@ -100,7 +109,7 @@ class CurvePrior:
     def from_dict(cls, record: dict) -> CurvePrior:
         if record.get("version") != PRIOR_VERSION or tuple(record.get("params", ())) != PARAMS:
             raise ValueError(f"not a curve prior of version {PRIOR_VERSION} over {PARAMS}: "
-                             "rebuild it with `python -m scalerl.fit.forecast.corpus`")
+                             "rebuild it with `scalerl prior --out PATH`")
         names = [f.name for f in dataclasses.fields(cls)]
         missing = [n for n in names if n not in record and n not in OPTIONAL_FIELDS]
         if missing:
@@ -120,7 +129,7 @@ class CurvePrior:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"curve prior {path} does not exist; build one with "
-                                    "`python -m scalerl.fit.forecast.corpus --out PATH`")
+                                    "`scalerl prior --out PATH`")
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 

@@ -9,10 +9,11 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   curve's compute units: given as is, or from a final step: the step itself when compute is
   the step, else latest compute x final step / latest step (compute per step assumed constant
   from here on, as `scalerl predict --run-config` does); `reached_final(curve, final)`;
-- `forecast_rows(curve, final, config, upto=k)`: PREDICTIONS_SCHEMA rows (sigmoid and power
-  law, `scalerl.fit.forecast.predict.predict_final`) from the points 0..k; `chunk` holds k,
-  the index of the latest point used (scalerl's own evals use their chunk instead),
-  `latest_reward` that point's reward; `latest_rows(rows)`: the latest row per run and task;
+- `forecast_rows(curve, final, config, upto=k, prior=...)`: PREDICTIONS_SCHEMA rows (sigmoid
+  and power law, `scalerl.fit.forecast.predict.predict_final`, with the curve prior `prior`)
+  from the points 0..k; `chunk` holds k, the index of the latest point used (scalerl's own
+  evals use their chunk instead), `latest_reward` that point's reward, `smoothed_reward` the
+  mean of the last few; `latest_rows(rows)`: the latest row per run and task;
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
   racing rule of `scalerl.fit.forecast.racing.race`: A's interval clearly below the best's,
@@ -34,7 +35,12 @@ import pandas as pd
 
 from scalerl.fit.curves.compare import A_MARGIN
 from scalerl.fit.curves.sigmoid import FitConfig
-from scalerl.fit.forecast.predict import predict_final, prediction_rows
+from scalerl.fit.forecast.predict import (
+    DEFAULT_PRIOR,
+    predict_final,
+    prediction_rows,
+    smoothed_level,
+)
 from scalerl.fit.forecast.racing import race
 from scalerl.fit.readers.inputs import STEP_COLUMNS, PointGroup
 from scalerl.fit.readers.tables import InputError
@@ -112,14 +118,17 @@ def reached_final(curve: RunCurve, final: float) -> bool:
 
 
 def forecast_rows(curve: RunCurve, final: float, config: FitConfig, *,
-                  upto: int | None = None) -> tuple[list[dict], list]:
-    """PREDICTIONS_SCHEMA rows from points 0..upto (default: all) and the `Prediction`s."""
+                  upto: int | None = None, prior=DEFAULT_PRIOR) -> tuple[list[dict], list]:
+    """PREDICTIONS_SCHEMA rows from points 0..upto (default: all) and the `Prediction`s
+    (`prior` as in `predict_final`)."""
     k = curve.compute.size - 1 if upto is None else int(upto)
     n = None if curve.n_samples is None else curve.n_samples[:k + 1]
     preds = predict_final(curve.compute[:k + 1], curve.reward[:k + 1],
-                          max(final, float(curve.compute[k])), config, n_samples=n)
+                          max(final, float(curve.compute[k])), config, n_samples=n,
+                          prior=prior)
     rows = prediction_rows(curve.run, curve.task, k, float(curve.compute[k]), final, preds,
-                           latest_reward=float(curve.reward[k]))
+                           latest_reward=float(curve.reward[k]),
+                           smoothed_reward=smoothed_level(curve.reward[:k + 1]))
     return rows, preds
 
 
