@@ -132,6 +132,8 @@ def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
     text = paths["markdown"].read_text()
     # chunks 8, 12, 18 sit at compute fractions 0.32, 0.49, 0.74 (c_k = 100 + (k-1) 5900/23)
     assert "## Prediction backtest" in text and "| sigmoid | (0.25, 0.5] | 2 |" in text
+    assert "| ratio | smoothed median | smoothed p90 | ratio to smoothed |" in text
+    assert "Sigmoid forecasts: the plain least-squares fit (no curve prior)." in text
     assert "| power_law | (0.5, 0.75] | 1 |" in text
     assert paths["backtest"].read_bytes()[:4] == b"\x89PNG"
     assert "backtest" not in write_report([record], tmp_path / "rep2", by=("run",))

@@ -42,6 +42,16 @@ the compute axis is the step, else the latest compute x N / the latest step (com
 assumed constant from here on); or `--run-config run.yaml`: N = sum(chunk_steps), or
 steps_per_chunk x `--chunks`.
 
+Joint fit (`--joint`, INPUT only): the runs of a sweep that share a recipe and differ along a
+sweep axis (model size, generation length, ...) share most of their curve's shape (Khatri et al.
+2025: B and C_mid are set mostly by the recipe). With `--joint` the runs of each task are one
+sweep and their sigmoids are fitted together under the curve prior
+(`scalerl.fit.forecast.joint`: each run's shape scatters about the sweep's), so a run that
+started late borrows the bend its sweep-mates already show. The command knows which runs
+share a recipe only from the user: `--joint` says all runs given do; `--joint-by recipe` (a
+group or metadata column, e.g. with `--group-by run,recipe`) pools only runs with equal
+values. The power law and runs the prior does not apply to are fitted alone.
+
 `--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
 `--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
 (`scalerl.fit.forecast.backtest`): median and p90 absolute error against the last point, for the
@@ -69,7 +79,7 @@ from scalerl.fit.commands.options import (
     fit_config,
     prior_from_args,
 )
-from scalerl.fit.forecast.backtest import backtest_curve, backtest_table
+from scalerl.fit.forecast.backtest import backtest_curve, backtest_sweep, backtest_table
 from scalerl.fit.forecast.predict import (
     merge_predictions,
     predict_final,
@@ -78,7 +88,7 @@ from scalerl.fit.forecast.predict import (
     smoothed_level,
     write_predictions,
 )
-from scalerl.fit.forecast.runs import final_compute_of, forecast_rows
+from scalerl.fit.forecast.runs import final_compute_of, forecast_rows, sweep_rows, sweeps_of
 from scalerl.fit.readers.tables import InputError, read_tables, resolve_column
 from scalerl.fit.report.backtest import backtest_markdown
 from scalerl.fit.report.forecasts import forecast_table
@@ -107,6 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the persistence (last-value) forecast")
     parser.add_argument("--at", default="0.25,0.5,0.75", help="with --backtest: fractions of "
                         "the compute to predict from (default 0.25,0.5,0.75)")
+    parser.add_argument("--joint", action="store_true", help="INPUT's runs are one sweep of "
+                        "one recipe (they differ along a sweep axis: model size, length, ...): "
+                        "fit each task's runs jointly under the curve prior")
+    parser.add_argument("--joint-by", metavar="COLUMNS", help="with --joint: runs sharing "
+                        "these comma-separated group or metadata columns (e.g. recipe) form "
+                        "one sweep; the others are fitted apart")
     add_fit_options(parser, forecast=True)
 
 
@@ -174,8 +190,9 @@ def run(args: argparse.Namespace) -> int:
     progress(f"predict: {about}")
     if args.inputs:
         return run_inputs(args, config, prior)
-    if args.backtest:
-        raise ValueError("--backtest reads finished runs' logs (INPUT...), not --eval")
+    if args.backtest or args.joint:
+        raise ValueError(f"{'--backtest' if args.backtest else '--joint'} reads runs' logs "
+                         "(INPUT...), not --eval (the evals of one run)")
     if args.out is None:
         raise ValueError("--eval needs --out predictions.parquet")
     run_id, ccol, points = eval_points(args.eval, args.compute_col)
@@ -223,13 +240,22 @@ def _fractions(text: str) -> list[float]:
 
 def run_backtest(args, config, curves, prior) -> int:
     rows, finals = [], []
-    for curve in curves:
-        r, final = backtest_curve(curve.compute, curve.reward, run=curve.run, task=curve.task,
-                                  config=config, fractions=_fractions(args.at), prior=prior)
+    for sweep in _sweeps(args, curves, prior):  # one run each without --joint
+        if len(sweep) == 1:
+            curve = sweep[0]
+            r, final = backtest_curve(curve.compute, curve.reward, run=curve.run,
+                                      task=curve.task, config=config,
+                                      fractions=_fractions(args.at), prior=prior)
+            r_finals = [final]
+        else:
+            r, r_finals = backtest_sweep([(c.compute, c.reward, c.run, c.task) for c in sweep],
+                                         config=config, fractions=_fractions(args.at),
+                                         prior=prior)
         rows += r
-        finals.append(final)
-        progress(f"predict: backtest {curve.run} {curve.task}: {len(r) // 2} prediction(s), "
-                 f"observed final {final['observed_final']:.3f}")
+        finals += r_finals
+        for final in r_finals:
+            progress(f"predict: backtest {final['run']} {final['task']}: observed final "
+                     f"{final['observed_final']:.3f}")
     table = backtest_table(pd.DataFrame(rows), pd.DataFrame(finals))
     sys.stdout.write(backtest_markdown(table, bins=(0.0, *_fractions(args.at), 1.0)))
     sys.stdout.flush()
@@ -237,6 +263,24 @@ def run_backtest(args, config, curves, prior) -> int:
         write_predictions(args.out, merge_predictions(None, rows))
         progress(f"predict: wrote {len(rows)} row(s) to {args.out}")
     return 0
+
+
+def _sweeps(args, curves, prior) -> list[list]:
+    """The groups of curves fitted together: each run alone, or with --joint the runs of each
+    task (and --joint-by value), which the user says share a recipe: a log does not say it."""
+    if not args.joint:
+        if args.joint_by:
+            raise ValueError("--joint-by goes with --joint")
+        return [[curve] for curve in curves]
+    if prior is None:
+        raise ValueError("--joint fits a sweep's runs under the curve prior: drop --prior none")
+    by = [c.strip() for c in (args.joint_by or "").split(",") if c.strip()]
+    sweeps = sweeps_of(curves, by)
+    for sweep in sweeps:
+        progress(f"predict: fitted jointly (one sweep, task {sweep[0].task}"
+                 + "".join(f", {col} {sweep[0].label(col)}" for col in by)
+                 + f"): {', '.join(c.run for c in sweep)}")
+    return sweeps
 
 
 def run_inputs(args, config, prior) -> int:
@@ -252,6 +296,18 @@ def run_inputs(args, config, prior) -> int:
         zip(old["run"].astype(str), old["task"].astype(str), old["chunk"].astype(int)))
     total_steps = total_steps_from(args)
     rows, latest = [], []
+    if args.joint:
+        if args.all_chunks:
+            raise ValueError("--joint predicts each run from its latest points (the sweep as "
+                             "it stands); --all-chunks would cut every run at one index: use "
+                             "--backtest --joint for finished runs")
+        for sweep in _sweeps(args, curves, prior):
+            finals = [final_compute_of(c, final_compute=args.final_compute,
+                                       final_step=total_steps) for c in sweep]
+            r, _ = sweep_rows(sweep, finals, config, prior=prior)
+            rows += r
+        latest = rows
+        curves = []
     for curve in curves:
         final = final_compute_of(curve, final_compute=args.final_compute,
                                  final_step=total_steps)

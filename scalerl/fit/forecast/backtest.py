@@ -24,7 +24,8 @@ Prediction files without those columns give NaN there.
 
 `backtest_curve(compute, reward, ...)` backtests one finished curve from any log (`scalerl
 predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from the points up to
-each fraction of its final compute, scored against its last point.
+each fraction of its final compute, scored against its last point; `backtest_sweep(curves)` the
+same for the runs of one sweep fitted jointly (`scalerl predict --backtest --joint`).
 
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
 samples, `scalerl.fit.curves.noise`): errors below that are not resolvable. The observed interval
@@ -46,11 +47,13 @@ from scalerl.fit.forecast.predict import (
     DEFAULT_PRIOR,
     FORMS,
     predict_final,
+    predict_sweep,
     prediction_rows,
     smoothed_level,
 )
 
 __all__ = ["backtest_table", "backtest_summary", "finals_from_records", "backtest_curve",
+           "backtest_sweep",
            "DEFAULT_BINS", "DEFAULT_FRACTIONS", "SUMMARY_COLUMNS"]
 
 DEFAULT_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -156,6 +159,18 @@ def finals_from_records(records: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "task", "observed_final"])
 
 
+def _sorted(compute, reward) -> tuple[np.ndarray, np.ndarray]:
+    c = np.asarray(compute, float).ravel()
+    y = np.asarray(reward, float).ravel()
+    order = np.argsort(c, kind="stable")
+    return c[order], y[order]
+
+
+def _upto(c: np.ndarray, fraction: float) -> int:
+    """How many of the sorted points `c` lie at or below `fraction` of the last."""
+    return int(np.searchsorted(c, fraction * float(c[-1]) * (1 + 1e-12), side="right"))
+
+
 def backtest_curve(compute, reward, *, run: str, task: str, config=None,
                    fractions: Sequence[float] = DEFAULT_FRACTIONS,
                    forms: Sequence[str] | None = None,
@@ -164,17 +179,14 @@ def backtest_curve(compute, reward, *, run: str, task: str, config=None,
     final compute (from the points with compute <= fraction x final; chunk = the index of the
     latest of them; `prior` as in `predict_final`), and its finals row {run, task,
     observed_final}: the last point."""
-    c = np.asarray(compute, float).ravel()
-    y = np.asarray(reward, float).ravel()
-    order = np.argsort(c, kind="stable")
-    c, y = c[order], y[order]
+    c, y = _sorted(compute, reward)
     final = float(c[-1])
     if final <= 0:
         raise ValueError(f"{run} {task}: the last point is at compute {final}; a backtest "
                          "needs a finished curve")
     rows = []
     for fraction in fractions:
-        upto = int(np.searchsorted(c, fraction * final * (1 + 1e-12), side="right"))
+        upto = _upto(c, fraction)
         if upto == 0:
             continue
         preds = predict_final(c[:upto], y[:upto], final, config, forms=forms or FORMS,
@@ -183,3 +195,29 @@ def backtest_curve(compute, reward, *, run: str, task: str, config=None,
                                 latest_reward=float(y[upto - 1]),
                                 smoothed_reward=smoothed_level(y[:upto]))
     return rows, {"run": str(run), "task": str(task), "observed_final": float(y[-1])}
+
+
+def backtest_sweep(curves: Sequence[tuple], *, config=None,
+                   fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                   prior=DEFAULT_PRIOR) -> tuple[list[dict], list[dict]]:
+    """`backtest_curve` of the finished runs of one sweep, fitted jointly: at each fraction
+    every run is cut at that fraction of its own final compute and the sweep predicted with
+    `predict_sweep`. `curves`: (compute, reward, run, task) per run. Returns the prediction
+    rows and the finals rows."""
+    runs = [(*_sorted(c, y), str(run), str(task)) for c, y, run, task in curves]
+    bad = [run for c, _, run, _ in runs if not c.size or c[-1] <= 0]
+    if bad:
+        raise ValueError(f"{bad[0]}: a backtest needs a finished curve (points past compute 0)")
+    rows = []
+    for fraction in fractions:
+        cut = [(c, y, run, task, _upto(c, fraction)) for c, y, run, task in runs]
+        cut = [item for item in cut if item[4] > 0]
+        preds = predict_sweep([(c[:k], y[:k]) for c, y, _, _, k in cut],
+                              [float(c[-1]) for c, *_ in cut], config, prior=prior)
+        for (c, y, run, task, k), p in zip(cut, preds):
+            rows += prediction_rows(run, task, k - 1, float(c[k - 1]), float(c[-1]), p,
+                                    latest_reward=float(y[k - 1]),
+                                    smoothed_reward=smoothed_level(y[:k]))
+    finals = [{"run": run, "task": task, "observed_final": float(y[-1])}
+              for _, y, run, task in runs]
+    return rows, finals

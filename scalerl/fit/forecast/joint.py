@@ -306,15 +306,17 @@ def forecast_points(compute, reward, final: float, prior: CurvePrior,
 
 
 def forecast_sweep(curves: Mapping[str, tuple], finals: Mapping[str, float], prior: CurvePrior,
-                   config: FitConfig | None = None) -> dict[str, PriorForecast]:
+                   config: FitConfig | None = None,
+                   n_samples: Mapping[str, object] | None = None) -> dict[str, PriorForecast]:
     """Forecasts of the runs of one sweep (same recipe family), fitted jointly.
 
-    `curves`: run -> (compute, reward) so far; `finals`: run -> planned final compute. Runs
-    without a forecast (too few points, collapsed, not pass rates) get their status and are
-    left out of the joint fit."""
+    `curves`: run -> (compute, reward) so far; `finals`: run -> planned final compute;
+    `n_samples`: run -> graded samples per eval (or None). Runs without a forecast (too few
+    points, collapsed, not pass rates) get their status and are left out of the joint fit."""
     out, data = {}, {}
     for name, (compute, reward) in curves.items():
-        run, status, why = run_data(compute, reward, finals[name], config)
+        n = None if n_samples is None else n_samples.get(name)
+        run, status, why = run_data(compute, reward, finals[name], config, n)
         if run is None:
             out[name] = PriorForecast(status, why)
         else:

@@ -55,6 +55,9 @@ apply to it. Rewards outside [0, 1] get the plain fit. The power law never uses 
 Each row's `prior` column says what its form was fitted with ("none", or the prior's
 `summary()`).
 
+`predict_sweep` predicts the runs of one sweep (one recipe, differing along a sweep axis)
+with their sigmoids fitted jointly under the prior (`scalerl.fit.forecast.joint`).
+
 Persistence baselines a backtest scores against, carried by every row: `latest_reward` (the
 value observed at that chunk: "it stays where it is") and `smoothed_reward` (the mean of the
 last `SMOOTH_EVALS` evals seen, `smoothed_level`: the same without one eval's noise).
@@ -88,11 +91,16 @@ from scalerl.fit.forecast.intervals import (
     spread_sd,
     unsupported,
 )
-from scalerl.fit.forecast.joint import PriorForecast, forecast_points, prior_intervals
+from scalerl.fit.forecast.joint import (
+    PriorForecast,
+    forecast_points,
+    forecast_sweep,
+    prior_intervals,
+)
 from scalerl.fit.forecast.prior import CurvePrior, shipped_prior, supports
 from scalerl.utils.io import atomic_path
 
-__all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
+__all__ = ["Prediction", "predict_final", "predict_sweep", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
            "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions",
            "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level", "smoothed_level",
            "SMOOTH_EVALS", "DEFAULT_PRIOR"]
@@ -367,18 +375,26 @@ def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, r
         prior=prior.summary())
 
 
-def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
-                  n_samples=None, forms: Sequence[str] = FORMS,
-                  prior: CurvePrior | str | None = DEFAULT_PRIOR) -> list[Prediction]:
-    """One `Prediction` per form from the points so far; see the module docstring.
-
-    `prior`: the curve prior of the sigmoid ("shipped": `scalerl.fit.forecast.prior.shipped_prior`; a
-    `CurvePrior`; None: the plain least-squares fit). It applies to pass rates in [0, 1]."""
-    config = config or FitConfig()
+def _resolve(prior: CurvePrior | str | None) -> CurvePrior | None:
     if isinstance(prior, str):
         if prior != "shipped":
             raise ValueError(f"prior must be a CurvePrior, 'shipped' or None, got {prior!r}")
-        prior = shipped_prior()
+        return shipped_prior()
+    return prior
+
+
+def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
+                  n_samples=None, forms: Sequence[str] = FORMS,
+                  prior: CurvePrior | str | None = DEFAULT_PRIOR,
+                  prior_forecast: PriorForecast | None = None) -> list[Prediction]:
+    """One `Prediction` per form from the points so far; see the module docstring.
+
+    `prior`: the curve prior of the sigmoid ("shipped": `scalerl.fit.forecast.prior.shipped_prior`;
+    a `CurvePrior`; None: the plain least-squares fit). It applies to pass rates in [0, 1].
+    `prior_forecast`: the sigmoid's fit with the prior made elsewhere (`predict_sweep`: the
+    run fitted jointly with its sweep-mates) instead of this run's own."""
+    config = config or FitConfig()
+    prior = _resolve(prior)
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
         raise ValueError(f"unknown form(s) {unknown}; choose from {', '.join(FORMS)}")
@@ -407,7 +423,8 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
     recent, gain, gain_se = _recent_gain(c, y, n_used, sel, c_all, n_samples)
     with_prior = None
     if prior is not None and "sigmoid" in forms and supports(y, sel.r0):
-        with_prior = forecast_points(compute, reward, final_compute, prior, config, n_samples)
+        with_prior = prior_forecast or forecast_points(compute, reward, final_compute, prior,
+                                                       config, n_samples)
         with_prior = with_prior if with_prior.status == "ok" else None
     if with_prior is None or any(f != "sigmoid" for f in forms):
         sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
@@ -458,6 +475,31 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
             backtest_rmse=iv.backtest_rmse, recent_reward=recent, recent_gain=gain,
             recent_gain_se=gain_se))
     return out
+
+
+def predict_sweep(curves: Sequence[tuple], finals: Sequence[float],
+                  config: FitConfig | None = None, *, n_samples: Sequence | None = None,
+                  forms: Sequence[str] = FORMS,
+                  prior: CurvePrior | str | None = DEFAULT_PRIOR) -> list[list[Prediction]]:
+    """`predict_final` of the runs of one sweep (one recipe; they differ along a sweep axis)
+    with the sigmoids of their pass-rate curves fitted jointly under the curve prior
+    (`scalerl.fit.forecast.joint.forecast_sweep`: each run's shape scatters about a shape the
+    sweep shares, so an early run borrows the bend its sweep-mates show). `curves`: (compute,
+    reward) so far per run; `finals`: each run's planned final compute; `n_samples`: per run,
+    graded samples per eval or None. A run the joint fit cannot take (too few points,
+    collapsed, not a pass rate) and the power law are predicted as by `predict_final`; with
+    no prior every run is."""
+    prior = _resolve(prior)
+    n_samples = list(n_samples) if n_samples is not None else [None] * len(curves)
+    if len(finals) != len(curves) or len(n_samples) != len(curves):
+        raise ValueError("predict_sweep needs one final compute and one n_samples per curve")
+    fcs = {}
+    if prior is not None and "sigmoid" in forms:
+        fcs = forecast_sweep({i: cy for i, cy in enumerate(curves)}, dict(enumerate(finals)),
+                             prior, config, dict(enumerate(n_samples)))
+    return [predict_final(c, y, f, config, n_samples=n, forms=forms, prior=prior,
+                          prior_forecast=fcs.get(i))
+            for i, ((c, y), f, n) in enumerate(zip(curves, finals, n_samples))]
 
 
 def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compute: float,

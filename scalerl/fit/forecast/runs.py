@@ -14,6 +14,10 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   from the points 0..k; `chunk` holds k, the index of the latest point used (scalerl's own
   evals use their chunk instead), `latest_reward` that point's reward, `smoothed_reward` the
   mean of the last few; `latest_rows(rows)`: the latest row per run and task;
+- `sweeps_of(curves, by)`: the curves of one task (and one value of each `by` column, e.g.
+  recipe) as one sweep; `sweep_rows(sweep, finals, config, prior=...)`: the latest rows of a
+  sweep's runs with their sigmoids fitted jointly (`predict_sweep`): what `scalerl predict
+  --joint` does, since a log does not say which runs share a recipe;
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
   racing rule of `scalerl.fit.forecast.racing.race`: A's interval clearly below the best's,
@@ -38,6 +42,7 @@ from scalerl.fit.curves.sigmoid import FitConfig
 from scalerl.fit.forecast.predict import (
     DEFAULT_PRIOR,
     predict_final,
+    predict_sweep,
     prediction_rows,
     smoothed_level,
 )
@@ -46,7 +51,7 @@ from scalerl.fit.readers.inputs import STEP_COLUMNS, PointGroup
 from scalerl.fit.readers.tables import InputError
 
 __all__ = ["RunCurve", "run_curves", "final_compute_of", "reached_final", "forecast_rows",
-           "latest_rows", "verdicts", "VERDICTS"]
+           "sweeps_of", "sweep_rows", "latest_rows", "verdicts", "VERDICTS"]
 
 VERDICTS = ("too early", "collapsed", "stop", "continue", "finished")
 
@@ -62,6 +67,10 @@ class RunCurve:
     step: np.ndarray | None  # [N] or None when the log has no step column
     n_samples: np.ndarray | None  # [N] graded samples per point (per-sample evals), else None
     step_is_compute: bool = False  # the compute axis is the step itself
+    labels: tuple[tuple[str, str], ...] = ()  # the group's key and metadata, (column, value)
+
+    def label(self, column: str) -> str | None:
+        return dict(self.labels).get(column)
 
     @property
     def latest_step(self) -> float | None:
@@ -82,9 +91,10 @@ def run_curves(groups: Sequence[PointGroup], info: Mapping) -> list[RunCurve]:
     for g in groups:
         run, task = _name(g.key, g.meta, str(info["reward_col"]))
         binomial = g.stderr is not None and bool(np.isfinite(g.stderr).all())
+        labels = tuple(sorted((str(k), str(v)) for k, v in {**g.meta, **g.key}.items()))
         curves.append(RunCurve(run, task, g.compute, g.reward, g.step,
                                g.n_rows.astype(float) if binomial else None,
-                               info["compute_col"] in STEP_COLUMNS))
+                               info["compute_col"] in STEP_COLUMNS, labels))
     names = [(c.run, c.task) for c in curves]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -129,6 +139,37 @@ def forecast_rows(curve: RunCurve, final: float, config: FitConfig, *,
     rows = prediction_rows(curve.run, curve.task, k, float(curve.compute[k]), final, preds,
                            latest_reward=float(curve.reward[k]),
                            smoothed_reward=smoothed_level(curve.reward[:k + 1]))
+    return rows, preds
+
+
+def sweeps_of(curves: Sequence[RunCurve], by: Sequence[str] = ()) -> list[list[RunCurve]]:
+    """The curves split into sweeps: one per task and value of the `by` columns (the group's
+    key or metadata, e.g. recipe), each fitted jointly by `sweep_rows`."""
+    sweeps: dict[tuple, list[RunCurve]] = {}
+    for curve in curves:
+        missing = [col for col in by if curve.label(col) is None]
+        if missing:
+            raise InputError(f"{curve.run}: no column {', '.join(missing)} to tell its sweep "
+                             "(--joint-by names group or metadata columns of the inputs; "
+                             "add them to --group-by)")
+        sweeps.setdefault((curve.task, *(curve.label(col) for col in by)), []).append(curve)
+    return [sweeps[key] for key in sorted(sweeps)]
+
+
+def sweep_rows(curves: Sequence[RunCurve], finals: Sequence[float], config: FitConfig, *,
+               prior=DEFAULT_PRIOR) -> tuple[list[dict], list]:
+    """PREDICTIONS_SCHEMA rows of the latest point of every run of one sweep, the sigmoids
+    fitted jointly (`scalerl.fit.forecast.predict.predict_sweep`), and the `Prediction`s."""
+    points = [(c.compute, c.reward) for c in curves]
+    ends = [max(f, float(c.compute[-1])) for c, f in zip(curves, finals)]
+    preds = predict_sweep(points, ends, config, n_samples=[c.n_samples for c in curves],
+                          prior=prior)
+    rows = []
+    for curve, final, p in zip(curves, finals, preds):
+        k = curve.compute.size - 1
+        rows += prediction_rows(curve.run, curve.task, k, float(curve.compute[k]), final, p,
+                                latest_reward=float(curve.reward[k]),
+                                smoothed_reward=smoothed_level(curve.reward))
     return rows, preds
 
 
