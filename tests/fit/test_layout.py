@@ -140,7 +140,7 @@ FINAL = {"--final-step", "--final-compute"}
         "--b-max", "--cmid-spacing", "--no-power-law", "--meta", "--tracking"}),
     ("predict", INPUTS | FORECAST_FIT | FINAL | {
         "--run-config", "--eval", "--chunks", "--out", "--all-chunks", "--force", "--backtest",
-        "--at", "--prior", "--joint", "--joint-by"}),
+        "--at", "--prior", "--joint", "--joint-by", "--sweep-eval"}),
     ("race", INPUTS | FORECAST_FIT | FINAL | {
         "--predictions", "--task", "--margin", "--min-fraction", "--form", "--group",
         "--seed-pattern", "--no-observed", "--out", "--prior"}),

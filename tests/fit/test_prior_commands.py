@@ -136,8 +136,9 @@ def test_predict_joint_over_a_sweep(tmp_path, capsys):
                  "--joint-by", "lr"]) == 2
     assert "no column lr to tell its sweep" in capsys.readouterr().err
     assert main(["predict", str(path), "--final-step", "400", "--joint", "--prior",
-                 "none"]) == 2
-    assert "drop --prior none" in capsys.readouterr().err
+                 "none", "--bootstrap", "0"]) == 0
+    assert "--joint without a curve prior (--prior none): each run alone" in \
+        capsys.readouterr().err
 
 
 def test_backtest_sweep_cuts_every_run_at_the_same_fraction(tmp_path, capsys):
@@ -193,3 +194,37 @@ def test_scalerl_prior_rebuilds_from_a_corpus_folder(tmp_path, capsys):
     assert main(["prior", "--curves", str(tmp_path / "none"), "--out", str(out)]) == 2
     assert "no sources.csv" in capsys.readouterr().err
     assert json.loads(out.read_text())["version"] == 1  # the failed call kept the file
+
+
+def test_predict_eval_with_sweep_mates_fits_them_jointly(write_eval, tmp_path, capsys):
+    """A run evaluated to chunk 5 beside two sweep-mates evaluated to chunk 8 (different
+    ceilings, one shape): at each chunk k the run is fitted jointly with the mates' evals up to
+    k (`predict_sweep`), and only its own rows are written."""
+    own = write_eval("r1", chunks=6, a=0.5, hours_per_chunk=0.5)
+    mates = write_eval("r2", chunks=9, a=0.45, hours_per_chunk=0.5) \
+        + write_eval("r3", chunks=9, a=0.55, hours_per_chunk=0.5)
+    out = tmp_path / "p.parquet"
+    mine = tmp_path / "mine.json"
+    PRIOR.save(mine)
+    assert main(["predict", "--eval", *map(str, own), "--sweep-eval", *map(str, mates),
+                 "--final-step", "80", "--compute-col", "compute_device_hours",
+                 "--all-chunks", "--bootstrap", "0", "--prior", str(mine), "--out",
+                 str(out)]) == 0
+    assert "fitted jointly with its sweep-mates (--sweep-eval): r2, r3" in \
+        capsys.readouterr().err
+    rows = pd.read_parquet(out)
+    assert set(rows["run"]) == {"r1"} and sorted(set(rows["chunk"])) == list(range(6))
+    sig = rows[(rows["form"] == "sigmoid") & (rows["chunk"] == 5)].iloc[0]
+    hours = np.arange(6) * 0.5  # chunk k: 0.5 k hours at step 10 k; final step 80: 4 hours
+    y = []  # the fixture's pass rates: round(p x 200) / 200 of 50 prompts x 4 samples
+    for a in (0.5, 0.45, 0.55):
+        p = sigmoid(np.maximum(hours, 1e-9), a, 1.8, 3.0, 0.1)
+        p[0] = 0.1
+        y.append(np.round(p * 200) / 200)
+    n = [np.full(6, 200.0)] * 3
+    expected = predict_sweep([(hours, arr) for arr in y], [4.0] * 3, FitConfig(bootstrap_n=0),
+                             n_samples=n, prior=PRIOR)[0][0]
+    assert sig["predicted_final"] == pytest.approx(expected.predicted_final, rel=1e-9)
+    alone = predict_final(hours, y[0], 4.0, FitConfig(bootstrap_n=0), n_samples=n[0],
+                          forms=("sigmoid",), prior=PRIOR)[0]
+    assert alone.predicted_final != pytest.approx(expected.predicted_final, rel=1e-6)

@@ -50,7 +50,11 @@ sweep and their sigmoids are fitted together under the curve prior
 started late borrows the bend its sweep-mates already show. The command knows which runs
 share a recipe only from the user: `--joint` says all runs given do; `--joint-by recipe` (a
 group or metadata column, e.g. with `--group-by run,recipe`) pools only runs with equal
-values. The power law and runs the prior does not apply to are fitted alone.
+values. The power law and runs the prior does not apply to are fitted alone. For scalerl's
+own runs, `--eval` (one run) with `--sweep-eval` (its sweep-mates' eval files: the workflow
+passes those of the runs with the same recipe, batch and mix, `fit.joint`) fits the run
+jointly with its mates at each chunk, the sweep's runs being evaluated chunk by chunk in step;
+only the `--eval` run's rows are written.
 
 `--backtest` (INPUT only): the logs are of finished runs; predicts each from the points up to
 `--at` fractions of its last compute (default 0.25, 0.5, 0.75) and prints the backtest table
@@ -83,6 +87,7 @@ from scalerl.fit.forecast.backtest import backtest_curve, backtest_sweep, backte
 from scalerl.fit.forecast.predict import (
     merge_predictions,
     predict_final,
+    predict_sweep,
     prediction_rows,
     read_predictions,
     smoothed_level,
@@ -105,6 +110,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     final.add_argument("--run-config", help="run.yaml: total steps from its chunking")
     parser.add_argument("--eval", nargs="+", metavar="EVAL",
                         help="scalerl per-sample eval Parquet files (or dirs) of one run")
+    parser.add_argument("--sweep-eval", nargs="+", metavar="EVAL",
+                        help="with --eval: the eval files of the other runs of its sweep (same "
+                        "recipe, differing along a sweep axis): the --eval run is fitted "
+                        "jointly with them at each chunk (its rows only are written)")
     parser.add_argument("--chunks", type=int, help="number of chunks, with --run-config when "
                         "it has steps_per_chunk rather than chunk_steps")
     parser.add_argument("--out", help="predictions.parquet to update")
@@ -126,8 +135,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_fit_options(parser, forecast=True)
 
 
-def eval_points(paths, compute_col: str | None):
-    """Per (task, chunk): compute, step, pass rate, samples; and the run id."""
+def eval_points(paths, compute_col: str | None, *, one_run: bool = True):
+    """Per (task, chunk): compute, step, pass rate, samples; and the run id. `one_run=False`:
+    the files may hold several runs (the points get a `run` column, the id is None)."""
     df = read_tables(paths)
     need = [c for c in ("run", "task", "chunk", "correct") if c not in df.columns]
     if need:
@@ -136,17 +146,48 @@ def eval_points(paths, compute_col: str | None):
     if "dataset" in df.columns and (df["dataset"] == "val").any():
         df = df[df["dataset"] == "val"]
     runs = sorted(df["run"].astype(str).unique())
-    if len(runs) != 1:
+    if one_run and len(runs) != 1:
         raise InputError(f"the eval files hold {len(runs)} runs ({', '.join(runs[:5])}); "
-                         "`scalerl predict` takes the evals of one run")
+                         "`scalerl predict --eval` takes the evals of one run (its sweep-"
+                         "mates' go to --sweep-eval)")
     ccol = resolve_column(df, compute_col, EVAL_COMPUTE_COLUMNS, "compute", "--compute-col")
-    df = df.assign(_correct=df["correct"].astype(float))
+    df = df.assign(_correct=df["correct"].astype(float), run=df["run"].astype(str))
     step = df["step"] if "step" in df.columns else df["chunk"]
     df = df.assign(_step=step)
-    points = df.groupby(["task", "chunk"], sort=True).agg(
+    keys = ["task", "chunk"] if one_run else ["run", "task", "chunk"]
+    points = df.groupby(keys, sort=True).agg(
         compute=(ccol, "mean"), step=("_step", "max"), pass_rate=("_correct", "mean"),
         n=("_correct", "size")).reset_index()
-    return runs[0], ccol, points
+    return (runs[0] if one_run else None), ccol, points
+
+
+def _mates(args, run_id: str) -> dict[str, tuple]:
+    """The --sweep-eval runs: {run: (points, final compute)} (the chunk schedule, hence the
+    total steps, is the sweep's: the same as the --eval run's)."""
+    if not args.sweep_eval:
+        return {}
+    _, _, points = eval_points(args.sweep_eval, args.compute_col, one_run=False)
+    mates = {str(run): (sub.drop(columns="run"), final_compute_from(args, sub))
+             for run, sub in points.groupby("run", sort=True) if str(run) != run_id}
+    progress(f"predict: fitted jointly with its sweep-mates (--sweep-eval): "
+             f"{', '.join(mates) or 'none'}")
+    return mates
+
+
+def _predict_chunk(upto, final, mates, task, chunk, config, prior) -> list:
+    """The predictions of the --eval run from its points `upto`, jointly with its mates'
+    points of `task` up to the same chunk when there are any."""
+    own = (upto["compute"].to_numpy(float), upto["pass_rate"].to_numpy(float))
+    n_own = upto["n"].to_numpy(float)
+    seen = [(pts[(pts["task"] == task) & (pts["chunk"] <= chunk)], f) for pts, f in mates]
+    seen = [(pts.sort_values("chunk"), f) for pts, f in seen if len(pts)]
+    if not seen:
+        return predict_final(*own, final, config, n_samples=n_own, prior=prior)
+    curves = [own] + [(p["compute"].to_numpy(float), p["pass_rate"].to_numpy(float))
+                      for p, _ in seen]
+    finals = [final] + [max(f, float(p["compute"].iloc[-1])) for p, f in seen]
+    n = [n_own] + [p["n"].to_numpy(float) for p, _ in seen]
+    return predict_sweep(curves, finals, config, n_samples=n, prior=prior)[0]
 
 
 def total_steps_from(args) -> float | None:
@@ -192,11 +233,13 @@ def run(args: argparse.Namespace) -> int:
         return run_inputs(args, config, prior)
     if args.backtest or args.joint:
         raise ValueError(f"{'--backtest' if args.backtest else '--joint'} reads runs' logs "
-                         "(INPUT...), not --eval (the evals of one run)")
+                         "(INPUT...), not --eval (the evals of one run; its sweep-mates' go "
+                         "to --sweep-eval)")
     if args.out is None:
         raise ValueError("--eval needs --out predictions.parquet")
     run_id, ccol, points = eval_points(args.eval, args.compute_col)
     final = final_compute_from(args, points)
+    mates = list(_mates(args, run_id).values())
     out = Path(args.out)
     old = read_predictions(out) if out.exists() else None
     done = set() if old is None or args.force else set(
@@ -209,9 +252,7 @@ def run(args: argparse.Namespace) -> int:
             if args.all_chunks and (run_id, str(task), int(chunk)) in done:
                 continue
             upto = sub[sub["chunk"] <= chunk]
-            preds = predict_final(upto["compute"].to_numpy(float),
-                                  upto["pass_rate"].to_numpy(float), final, config,
-                                  n_samples=upto["n"].to_numpy(float), prior=prior)
+            preds = _predict_chunk(upto, final, mates, task, chunk, config, prior)
             latest = float(upto["compute"].iloc[-1])
             rows += prediction_rows(run_id, str(task), int(chunk), latest, final, preds,
                                     latest_reward=float(upto["pass_rate"].iloc[-1]),
@@ -273,7 +314,8 @@ def _sweeps(args, curves, prior) -> list[list]:
             raise ValueError("--joint-by goes with --joint")
         return [[curve] for curve in curves]
     if prior is None:
-        raise ValueError("--joint fits a sweep's runs under the curve prior: drop --prior none")
+        progress("predict: --joint without a curve prior (--prior none): each run alone")
+        return [[curve] for curve in curves]
     by = [c.strip() for c in (args.joint_by or "").split(",") if c.strip()]
     sweeps = sweeps_of(curves, by)
     for sweep in sweeps:
