@@ -132,7 +132,8 @@ def main() -> None:
                         "shipped, or a prior file")
     args = parser.parse_args()
     config = FitConfig(bootstrap_n=args.bootstrap, weighting=args.weighting)
-    prior = {"none": None, "shipped": "shipped"}.get(args.prior) or CurvePrior.load(args.prior)
+    prior = None if args.prior == "none" else \
+        "shipped" if args.prior == "shipped" else CurvePrior.load(args.prior)
     sets = [("public", args.curves)] + ([("held-out", args.heldout)] if args.heldout else [])
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 20)

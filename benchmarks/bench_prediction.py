@@ -170,7 +170,8 @@ def main() -> None:
     parser.add_argument("--prior", default="shipped", help="curve prior of the sigmoid: "
                         "shipped (predict_final's default), none, or a prior file")
     args = parser.parse_args()
-    prior = {"shipped": "shipped", "none": None}.get(args.prior) or CurvePrior.load(args.prior)
+    prior = None if args.prior == "none" else \
+        "shipped" if args.prior == "shipped" else CurvePrior.load(args.prior)
     print(f"curve prior: {args.prior}"
           + (f" ({(shipped_prior() if prior == 'shipped' else prior).summary()})"
              if prior is not None else ""))
