@@ -126,8 +126,10 @@ def score(curves: list[dict], n_boot: int, forms) -> pd.DataFrame:
         for frac in FRACTIONS:
             k = c <= frac * final * (1 + 1e-9)
             nk = None if n is None else n[k]
-            today = predict_final(c[k], y[k], final, today_cfg, n_samples=nk, forms=forms)
-            new = predict_final(c[k], y[k], final, new_cfg, n_samples=nk, forms=forms)
+            today = predict_final(c[k], y[k], final, today_cfg, n_samples=nk, forms=forms,
+                                  prior=None)
+            new = predict_final(c[k], y[k], final, new_cfg, n_samples=nk, forms=forms,
+                                prior=None)
             for t, p in zip(today, new, strict=True):
                 rows.append({
                     "curve": curve["name"], "form": p.form, "fraction": frac,

@@ -2,8 +2,9 @@
 (`scalerl.fit.forecast.racing`).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
-    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
-    --pred-seeds 0 skips part 1, --race-seeds 0 part 2)
+    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6
+    --prior shipped; --pred-seeds 0 skips part 1, --race-seeds 0 part 2; --prior none: the
+    plain least-squares sigmoid, --prior PATH: a rebuilt curve prior)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
    paper's Table 1 (`scalerl.fit.curves.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30
@@ -46,6 +47,7 @@ from scalerl.fit.curves.noise import noise_floor  # noqa: E402
 from scalerl.fit.curves.sigmoid import FitConfig, sigmoid  # noqa: E402
 from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0  # noqa: E402
 from scalerl.fit.forecast.predict import predict_final, prediction_rows  # noqa: E402
+from scalerl.fit.forecast.prior import CurvePrior, shipped_prior  # noqa: E402
 from scalerl.fit.forecast.racing import race  # noqa: E402
 
 N_SAMPLES = 800  # 200 prompts x 4 samples
@@ -59,7 +61,7 @@ def binomial_points(a, b, c_mid, final, n_points, rng):
     return c, rng.binomial(N_SAMPLES, truth) / N_SAMPLES, truth
 
 
-def bench_prediction(seeds: int, n_boot: int) -> None:
+def bench_prediction(seeds: int, n_boot: int, prior="shipped") -> None:
     records = []
     plain = FitConfig(bootstrap_n=n_boot)
     weighted = plain.replace(weighting="binomial")
@@ -70,9 +72,9 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
             for frac in FRACTIONS:
                 k = c <= frac * c[-1] + 1e-9
                 n = np.full(int(k.sum()), N_SAMPLES)
-                preds = predict_final(c[k], y[k], c[-1], plain, n_samples=n)
+                preds = predict_final(c[k], y[k], c[-1], plain, n_samples=n, prior=prior)
                 (wp,) = predict_final(c[k], y[k], c[-1], weighted, n_samples=n,
-                                      forms=("sigmoid",))
+                                      forms=("sigmoid",), prior=prior)
                 for p, form in ((preds[0], "sigmoid"), (wp, "sigmoid+binomial"),
                                 (preds[1], "power_law")):
                     given = p.interval_status == "ok"
@@ -109,7 +111,8 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
     print("noise floor: " + noise_floor(0.6, N_SAMPLES).statement())
 
 
-def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: float):
+def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: float,
+              prior="shipped"):
     rng = np.random.default_rng([seed, 2026])
     final, n_runs = 20_000.0, 8
     a = rng.uniform(0.50, 0.70, n_runs)
@@ -126,7 +129,7 @@ def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: 
                 continue
             k = c <= frac * final + 1e-9
             preds = predict_final(c[k], y[k], final, cfg, forms=("sigmoid",),
-                                  n_samples=np.full(int(k.sum()), N_SAMPLES))
+                                  n_samples=np.full(int(k.sum()), N_SAMPLES), prior=prior)
             latest[name] = prediction_rows(name, "math", chunk, float(c[k][-1]), final, preds)
         df = pd.DataFrame([r for rows in latest.values() for r in rows])
         result = race(df, task="math", margin=margin, min_fraction=min_fraction)
@@ -139,10 +142,12 @@ def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: 
     return best not in stopped, len(stopped), len(set(stopped) & near), saved
 
 
-def bench_racing(seeds: int, checkpoints, n_boot: int, margin=0.02, min_fraction=0.3) -> None:
+def bench_racing(seeds: int, checkpoints, n_boot: int, margin=0.02, min_fraction=0.3,
+                 prior="shipped") -> None:
     kept, n_stopped, n_near, saved = [], 0, 0, []
     for seed in range(seeds):
-        ok, stops, near, save = one_sweep(seed, checkpoints, n_boot, margin, min_fraction)
+        ok, stops, near, save = one_sweep(seed, checkpoints, n_boot, margin, min_fraction,
+                                          prior)
         kept.append(ok)
         n_stopped += stops
         n_near += near
@@ -162,13 +167,20 @@ def main() -> None:
     parser.add_argument("--race-seeds", type=int, default=100)
     parser.add_argument("--bootstrap", type=int, default=30)
     parser.add_argument("--checkpoints", type=float, nargs="+", default=[0.3, 0.6])
+    parser.add_argument("--prior", default="shipped", help="curve prior of the sigmoid: "
+                        "shipped (predict_final's default), none, or a prior file")
     args = parser.parse_args()
+    prior = None if args.prior == "none" else \
+        "shipped" if args.prior == "shipped" else CurvePrior.load(args.prior)
+    print(f"curve prior: {args.prior}"
+          + (f" ({(shipped_prior() if prior == 'shipped' else prior).summary()})"
+             if prior is not None else ""))
     t0 = time.perf_counter()
     if args.pred_seeds > 0:
-        bench_prediction(args.pred_seeds, args.bootstrap)
+        bench_prediction(args.pred_seeds, args.bootstrap, prior)
     t1 = time.perf_counter()
     if args.race_seeds > 0:
-        bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)
+        bench_racing(args.race_seeds, args.checkpoints, args.bootstrap, prior=prior)
     print(f"\ntime: predictions {t1 - t0:.0f} s, racing {time.perf_counter() - t1:.0f} s")
 
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("scalerl.fit.commands.predict", "predict runs' final value and A from their logs or evals so far"),
     "race": ("scalerl.fit.commands.race", "stop runs of a sweep whose predicted A is clearly below the best"),
     "watch": ("scalerl.fit.commands.watch", "follow runs while they train: forecasts, verdicts, updated plot"),
+    "prior": ("scalerl.fit.commands.prior", "rebuild the curve prior of the forecasts from a corpus of public RL curves"),
 }
 
 

@@ -11,7 +11,10 @@ Five layers, bottom to top; a module imports only its own layer and those below
    (`logs`), naming and grouping into curves (`inputs`);
 3. `forecast`: a run's final value and A from its points so far (`predict`), their calibrated
    intervals (`intervals`), the backtest of forecasts (`backtest`), the racing rule
-   (`racing`), and the forecasts and verdicts of the runs of any log (`runs`);
+   (`racing`), the forecasts and verdicts of the runs of any log (`runs`), and the curve
+   prior learned from public RL runs (`prior`, shipped as `curve_prior.json`; `joint`: fits
+   with it, one run or a sweep's runs jointly; `corpus`: its empirical-Bayes estimate,
+   rebuilt by `scalerl prior`);
 4. `report`: the scaling report (`scaling`) and its sections (`axes`, `backtest`, `racing`,
    `mismatch`), the forecast table (`forecasts`), the figures (`plots`, `panels`);
 5. `commands`: `scalerl fit`, `predict`, `race`, `watch`, `report`, and the flags they share

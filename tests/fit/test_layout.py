@@ -115,7 +115,7 @@ def test_public_entry_points():
 
     assert face_predict is kept_predict is predict_final
     assert face_config is kept_config is FitConfig
-    for name in ("fit", "predict", "race", "watch", "report"):
+    for name in ("fit", "predict", "race", "watch", "report", "prior"):
         module = importlib.import_module(COMMANDS[name][0])
         assert module.__name__ == f"scalerl.fit.commands.{name}"
         assert callable(module.add_arguments) and callable(module.run)
@@ -140,13 +140,14 @@ FINAL = {"--final-step", "--final-compute"}
         "--b-max", "--cmid-spacing", "--no-power-law", "--meta", "--tracking"}),
     ("predict", INPUTS | FORECAST_FIT | FINAL | {
         "--run-config", "--eval", "--chunks", "--out", "--all-chunks", "--force", "--backtest",
-        "--at"}),
+        "--at", "--prior", "--joint", "--joint-by", "--sweep-eval"}),
     ("race", INPUTS | FORECAST_FIT | FINAL | {
         "--predictions", "--task", "--margin", "--min-fraction", "--form", "--group",
-        "--seed-pattern", "--no-observed", "--out"}),
+        "--seed-pattern", "--no-observed", "--out", "--prior"}),
     ("watch", INPUTS | FORECAST_FIT | FINAL | {
-        "--out", "--interval", "--max-polls", "--min-fraction", "--margin"}),
+        "--out", "--interval", "--max-polls", "--min-fraction", "--margin", "--prior"}),
     ("report", {"--out", "--by", "--order", "--predictions", "--racing", "--steps"}),
+    ("prior", {"--out", "--curves", "--exclude-source", "--max-points"}),
 ])
 def test_commands_keep_their_flags(command, expected):
     assert _options(command) == expected

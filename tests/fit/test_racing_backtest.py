@@ -125,13 +125,15 @@ def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
         group={}, meta={"run": "r", "task": "math"})
     rows = []
     for k in (8, 12, 18):
-        preds = predict_final(c[:k + 1], y[:k + 1], c[-1], FitConfig(bootstrap_n=10))
+        preds = predict_final(c[:k + 1], y[:k + 1], c[-1], FitConfig(bootstrap_n=10), prior=None)
         rows += prediction_rows("r", "math", k, c[k], c[-1], preds)
     paths = write_report([record], tmp_path / "rep", by=("run",),
                          predictions=pd.DataFrame(rows))
     text = paths["markdown"].read_text()
     # chunks 8, 12, 18 sit at compute fractions 0.32, 0.49, 0.74 (c_k = 100 + (k-1) 5900/23)
     assert "## Prediction backtest" in text and "| sigmoid | (0.25, 0.5] | 2 |" in text
+    assert "| ratio | smoothed median | smoothed p90 | ratio to smoothed |" in text
+    assert "Sigmoid forecasts: the plain least-squares fit (no curve prior)." in text
     assert "| power_law | (0.5, 0.75] | 1 |" in text
     assert paths["backtest"].read_bytes()[:4] == b"\x89PNG"
     assert "backtest" not in write_report([record], tmp_path / "rep2", by=("run",))
@@ -178,7 +180,8 @@ def test_recent_level_hand_set():
     assert recent_level(c, y)[1] == pytest.approx(noise_sd(y) / 2)
     assert np.isnan(recent_level(c[:2], y[:2])[1])
     # gain over R0 = 0.125 (192 samples: se sqrt(0.125 x 0.875 / 192) = 0.023867)
-    p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192))[0]
+    p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192),
+                      prior=None)[0]
     assert p.recent_reward == pytest.approx(mean)
     assert p.recent_gain == pytest.approx(0.1025)
     assert p.recent_gain_se == pytest.approx(np.hypot(0.015127, 0.023867), abs=1e-6)

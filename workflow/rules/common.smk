@@ -111,6 +111,12 @@ def eval_files(run, upto=None):
     return [rules.eval.output.table.format(run=run, chunk=k) for k in range(last + 1)]
 
 
+def sweep_mate_evals(run):
+    """The eval files of the runs fitted jointly with `run` (`scalerl.sweep.sweep_mates`)."""
+    return [f for mate in sweep.sweep_mates(SWEEP, RUNS[run], RUNS.values())
+            for f in eval_files(mate.id)]
+
+
 def downstream_chunks(run):
     last = last_chunk(run)
     return list(range(last + 1)) if SWEEP.downstream_chunks == "all" else [last]

@@ -4,9 +4,12 @@
   whether the forecast commands (`scalerl predict`, `race`, `watch`) offer it too or only
   `scalerl fit` does (the grid, the extrapolation check, the power law: a forecast always fits
   both forms on the grid `FitConfig` picks);
-- `add_fit_options(parser, forecast=...)` declares them (plus `--paper-grid` for `scalerl fit`
-  and `--config FILE` for all); `fit_config(args)` turns the parsed flags into the `FitConfig`:
-  the `--config` file's fields, then `--paper-grid`, then every flag given (flags override);
+- `add_fit_options(parser, forecast=...)` declares them (plus `--paper-grid` for `scalerl fit`,
+  `--prior PATH|shipped|none` for the forecast commands and `--config FILE` for all);
+  `fit_config(args)` turns the parsed flags into the `FitConfig`: the `--config` file's fields,
+  then `--paper-grid`, then every flag given (flags override); `prior_from_args(args)` loads
+  the curve prior `--prior` names and says which (`scalerl.fit.forecast.prior`: the shipped
+  one by default; none: the plain least-squares fit);
 - `add_input_options(parser, nargs=...)`: the inputs of every command over logs (INPUT...,
   `--metric`, `--compute-col`, `--group-by`, MLflow's `--experiment` / `--run-id`);
   `add_final_options(parser, required=...)`: the runs' planned total (`--final-step` or
@@ -16,7 +19,7 @@
   `scalerl.fit.forecast.runs`.
 
 Deliberately left out: each command's own options (`--out`, `--meta`, `--margin`, ...), which
-its module declares, and reading or fitting anything.
+its module declares, and reading (but the prior file) or fitting anything.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from collections.abc import Callable
 
 from scalerl.config import ConfigError, load_mapping
 from scalerl.fit.curves.sigmoid import WEIGHTINGS, FitConfig
+from scalerl.fit.forecast.prior import SHIPPED_PATH, CurvePrior, shipped_prior
 from scalerl.fit.forecast.runs import RunCurve, run_curves
 from scalerl.fit.readers.inputs import Inputs, load_groups
 
 __all__ = ["FitOption", "FIT_OPTIONS", "add_fit_options", "fit_config", "add_input_options",
-           "add_final_options", "inputs_from_args", "group_by_from", "curves_from_args"]
+           "add_final_options", "inputs_from_args", "group_by_from", "curves_from_args",
+           "prior_from_args"]
 
 PAPER_GRID_FIELDS = ("a_min", "a_max", "a_step", "cmid_min", "cmid_max", "cmid_points",
                      "cmid_spacing")
@@ -113,6 +118,12 @@ def add_fit_options(parser: argparse.ArgumentParser, *, forecast: bool) -> None:
     if not forecast:
         parser.add_argument("--paper-grid", action="store_true", help="the paper's grid: A "
                             "0.450..0.800 by 0.005, C_mid 100 linear values in [100, 40000]")
+    else:
+        parser.add_argument("--prior", default="shipped", metavar="PATH|shipped|none",
+                            help="curve prior of the sigmoid of pass-rate curves: the one "
+                            "learned from public RL runs that ships with scalerl (default), a "
+                            "prior file (`scalerl prior --out PATH`), or none for the plain "
+                            "least-squares fit")
     parser.add_argument("--config", help="YAML/JSON file with FitConfig fields (flags override)")
 
 
@@ -130,6 +141,25 @@ def fit_config(args: argparse.Namespace) -> FitConfig:
         return FitConfig.from_dict(data)
     except ConfigError as err:
         raise ConfigError(f"fit options: {err}") from None
+
+
+def prior_from_args(args: argparse.Namespace) -> tuple[CurvePrior | None, str]:
+    """The curve prior `--prior` names and a sentence saying which, for the command's
+    output."""
+    choice = str(args.prior).strip()
+    if choice.lower() == "none":
+        return None, "no curve prior (--prior none): the plain least-squares sigmoid"
+    if choice.lower() == "shipped":
+        prior, where = shipped_prior(), f"shipped with scalerl ({SHIPPED_PATH.name})"
+    else:
+        try:
+            prior, where = CurvePrior.load(choice), choice
+        except (OSError, ValueError, KeyError) as err:
+            raise ConfigError(f"--prior {choice}: {err} (give a file written by `scalerl "
+                              "prior --out PATH`, 'shipped' or 'none')") from None
+    return prior, (f"sigmoid of pass-rate curves fitted with the curve prior {where}: "
+                   f"{prior.summary()}, interval calibration kappa {prior.kappa:.3f}, "
+                   f"kappa_gain {prior.kappa_gain:.2f} (--prior none: the plain fit)")
 
 
 def add_input_options(parser: argparse.ArgumentParser, *, nargs: str = "+") -> None:

@@ -7,7 +7,9 @@ best's, or, with no interval of A yet, whose pass rate fell clearly below its st
 latest prediction of every run in the predictions.parquet files (`scalerl predict`) and writes
 its result as JSON, atomically (`read_stopped` reads it back). `scalerl race INPUT... --metric
 M --final-step N` races the runs of any logs (TensorBoard, MLflow, CSV/Parquet), predicting
-each from its points so far first (`scalerl.fit.forecast.runs`). Both print one line per run:
+each from its points so far first (`scalerl.fit.forecast.runs`, with the curve prior `--prior`,
+the shipped one by default; `--predictions` files were forecast by `scalerl predict`, whose
+rows say what with). Both print one line per run:
 keep or stop, the fraction of compute run, A [interval], and why; then how many were stopped
 and the compute saved. Seeds of one configuration are judged together with `--group
 RUN=GROUP` or `--seed-pattern REGEX`.
@@ -29,6 +31,7 @@ from scalerl.fit.commands.options import (
     add_input_options,
     curves_from_args,
     fit_config,
+    prior_from_args,
 )
 from scalerl.fit.curves.compare import A_MARGIN
 from scalerl.fit.forecast.predict import FORMS, read_predictions
@@ -71,12 +74,14 @@ def _predict_inputs(args: argparse.Namespace) -> pd.DataFrame:
         raise ValueError("racing runs from their logs needs their planned total: --final-step "
                          "N or --final-compute X")
     config = fit_config(args)
+    prior, about = prior_from_args(args)
+    progress(f"race: {about}")
     curves, _ = curves_from_args(args)
     rows = []
     for curve in curves:
         final = final_compute_of(curve, final_compute=args.final_compute,
                                  final_step=args.final_step)
-        rows += forecast_rows(curve, final, config)[0]
+        rows += forecast_rows(curve, final, config, prior=prior)[0]
     return pd.DataFrame(rows)
 
 

@@ -4,8 +4,9 @@ they train, with a forecast of where each is heading.
 Every `--interval` seconds (default 30; a plain wait between polls, never a busy loop) the
 inputs are read again (TensorBoard event files incrementally, MLflow stores and tables whole:
 `scalerl.fit.readers.inputs`); each run whose points changed since its last forecast is predicted
-again (`scalerl.fit.forecast.runs`: sigmoid and power law, calibrated intervals,
-`scalerl.fit.forecast.intervals`). After each poll with a change:
+again (`scalerl.fit.forecast.runs`: sigmoid and power law, calibrated intervals; the sigmoid
+with the curve prior `--prior`, the shipped one by default, which it names when it starts).
+After each poll with a change:
 - one table, kept up to date (redrawn in place on a terminal, printed again when it changed
   otherwise; `scalerl.utils.log.LiveBlock`): run, progress (step / final step), latest value,
   predicted final [95 % interval of one eval], A [interval], whether C_mid is reached, the
@@ -43,6 +44,7 @@ from scalerl.fit.commands.options import (
     curves_from_args,
     fit_config,
     inputs_from_args,
+    prior_from_args,
 )
 from scalerl.fit.forecast.predict import merge_predictions, read_predictions, write_predictions
 from scalerl.fit.forecast.runs import final_compute_of, forecast_rows, reached_final, verdicts
@@ -73,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Watch:
     """The state of one watch: what was forecast, from which points, and the outputs."""
 
-    def __init__(self, args: argparse.Namespace, config, out: Path):
-        self.args, self.config, self.out = args, config, out
+    def __init__(self, args: argparse.Namespace, config, out: Path, prior=None):
+        self.args, self.config, self.out, self.prior = args, config, out, prior
         self.inputs = None  # made at the first poll that finds every input
         self.seen: dict[tuple[str, str], tuple[int, float]] = {}  # (run, task) -> (N, last C)
         self.latest: dict[tuple[str, str], dict] = {}  # (run, task) -> forecast for the plot
@@ -101,7 +103,7 @@ class Watch:
                 self.finished.add(key)
             if self.seen.get(key) == state:
                 continue
-            rows, preds = forecast_rows(curve, final, self.config)
+            rows, preds = forecast_rows(curve, final, self.config, prior=self.prior)
             sig = next(p for p in preds if p.form == "sigmoid")
             self.latest[key] = {"run": curve.run, "task": curve.task, "final_compute": final,
                                 "predicted_final": sig.predicted_final,
@@ -158,7 +160,9 @@ def watch(args: argparse.Namespace, *, wait: Callable[[float], None] = time.slee
     if args.max_polls is not None and args.max_polls < 1:
         raise ValueError(f"--max-polls must be >= 1, got {args.max_polls}")
     config = fit_config(args)
-    state = Watch(args, config, Path(args.out))
+    prior, about = prior_from_args(args)
+    progress(f"watch: {about}")
+    state = Watch(args, config, Path(args.out), prior)
     block = block or LiveBlock()
     polls, lines, said = 0, ["waiting for the first points"], None
     try:

@@ -14,14 +14,18 @@ fit.json records (the last point of each curve) for the report (`scalerl.fit.rep
 
 Skill: a forecast is only worth having if it beats assuming the run stays where it is. Every
 prediction row carries the reward observed when it was made (`latest_reward`, the
-persistence or last-value forecast); the table adds persistence_error / persistence_abs_error
-and the summary, per form and fraction, the persistence forecast's median and p90 absolute
-error and `error_ratio` = median abs. error / persistence's (< 1: the forecast is better).
-Prediction files without `latest_reward` give NaN there.
+persistence or last-value forecast) and the mean of the last few evals seen
+(`smoothed_reward`, the smoothed persistence forecast, `SMOOTH_EVALS` of them: the last value
+without one eval's noise); the table adds persistence_error / persistence_abs_error and
+smoothed_error / smoothed_abs_error, and the summary, per form and fraction, each baseline's
+median and p90 absolute error and the forecast's `error_ratio` = median abs. error /
+persistence's and `smoothed_ratio` = / smoothed persistence's (< 1: the forecast is better).
+Prediction files without those columns give NaN there.
 
 `backtest_curve(compute, reward, ...)` backtests one finished curve from any log (`scalerl
 predict --backtest`, `benchmarks/bench_forecast_public.py`): predictions from the points up to
-each fraction of its final compute, scored against its last point.
+each fraction of its final compute, scored against its last point; `backtest_sweep(curves)` the
+same for the runs of one sweep fitted jointly (`scalerl predict --backtest --joint`).
 
 The observed final is itself a noisy measurement (binomial se ~ 0.018 at p = 0.5 on 800
 samples, `scalerl.fit.curves.noise`): errors below that are not resolvable. The observed interval
@@ -39,9 +43,17 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scalerl.fit.forecast.predict import FORMS, predict_final, prediction_rows
+from scalerl.fit.forecast.predict import (
+    DEFAULT_PRIOR,
+    FORMS,
+    predict_final,
+    predict_sweep,
+    prediction_rows,
+    smoothed_level,
+)
 
 __all__ = ["backtest_table", "backtest_summary", "finals_from_records", "backtest_curve",
+           "backtest_sweep",
            "DEFAULT_BINS", "DEFAULT_FRACTIONS", "SUMMARY_COLUMNS"]
 
 DEFAULT_BINS = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -70,6 +82,10 @@ def backtest_table(predictions: pd.DataFrame, finals: pd.DataFrame) -> pd.DataFr
         else np.nan
     table["persistence_error"] = latest - table["observed_final"]
     table["persistence_abs_error"] = table["persistence_error"].abs()
+    smoothed = table["smoothed_reward"].astype(float) if "smoothed_reward" in table.columns \
+        else np.nan
+    table["smoothed_error"] = smoothed - table["observed_final"]
+    table["smoothed_abs_error"] = table["smoothed_error"].abs()
     return table.sort_values(["run", "task", "form", "compute_fraction"]).reset_index(drop=True)
 
 
@@ -86,7 +102,8 @@ def _observed_interval(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
             hi.where(old, table["observed_final_hi"].astype(float)))
 
 
-SKILL_COLUMNS = ("persistence_median_abs_error", "persistence_p90_abs_error", "error_ratio")
+SKILL_COLUMNS = ("persistence_median_abs_error", "persistence_p90_abs_error", "error_ratio",
+                 "smoothed_median_abs_error", "smoothed_p90_abs_error", "smoothed_ratio")
 SUMMARY_COLUMNS = ["form", "fraction_bin", "n", "median_abs_error", "p90_abs_error",
                    "with_interval", "coverage", "median_width", "confidence", *SKILL_COLUMNS]
 
@@ -115,15 +132,18 @@ def backtest_summary(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS) 
 
 
 def _skill(sub: pd.DataFrame) -> dict:
-    """The persistence forecast's median / p90 absolute error and the forecast's error ratio."""
-    pers = sub["persistence_abs_error"].dropna() if "persistence_abs_error" in sub.columns \
-        else pd.Series(dtype=float)
-    if pers.empty:
-        return dict.fromkeys(SKILL_COLUMNS, float("nan"))
-    med = float(pers.median())
-    ratio = float(sub["abs_error"].median()) / med if med > 0 else float("nan")
-    return {"persistence_median_abs_error": med,
-            "persistence_p90_abs_error": float(pers.quantile(0.9)), "error_ratio": ratio}
+    """Each persistence forecast's median / p90 absolute error and the forecast's error ratio
+    to it (NaN where the rows lack the baseline)."""
+    out = {}
+    for column, prefix, ratio_name in (("persistence_abs_error", "persistence", "error_ratio"),
+                                       ("smoothed_abs_error", "smoothed", "smoothed_ratio")):
+        base = sub[column].dropna() if column in sub.columns else pd.Series(dtype=float)
+        med = float(base.median()) if len(base) else float("nan")
+        out[f"{prefix}_median_abs_error"] = med
+        out[f"{prefix}_p90_abs_error"] = float(base.quantile(0.9)) if len(base) \
+            else float("nan")
+        out[ratio_name] = float(sub["abs_error"].median()) / med if med > 0 else float("nan")
+    return out
 
 
 def finals_from_records(records: Sequence[dict]) -> pd.DataFrame:
@@ -139,26 +159,65 @@ def finals_from_records(records: Sequence[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "task", "observed_final"])
 
 
-def backtest_curve(compute, reward, *, run: str, task: str, config=None,
-                   fractions: Sequence[float] = DEFAULT_FRACTIONS,
-                   forms: Sequence[str] | None = None) -> tuple[list[dict], dict]:
-    """Prediction rows (PREDICTIONS_SCHEMA) of one finished curve at each fraction of its
-    final compute (from the points with compute <= fraction x final; chunk = the index of the
-    latest of them), and its finals row {run, task, observed_final}: the last point."""
+def _sorted(compute, reward) -> tuple[np.ndarray, np.ndarray]:
     c = np.asarray(compute, float).ravel()
     y = np.asarray(reward, float).ravel()
     order = np.argsort(c, kind="stable")
-    c, y = c[order], y[order]
+    return c[order], y[order]
+
+
+def _upto(c: np.ndarray, fraction: float) -> int:
+    """How many of the sorted points `c` lie at or below `fraction` of the last."""
+    return int(np.searchsorted(c, fraction * float(c[-1]) * (1 + 1e-12), side="right"))
+
+
+def backtest_curve(compute, reward, *, run: str, task: str, config=None,
+                   fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                   forms: Sequence[str] | None = None,
+                   prior=DEFAULT_PRIOR) -> tuple[list[dict], dict]:
+    """Prediction rows (PREDICTIONS_SCHEMA) of one finished curve at each fraction of its
+    final compute (from the points with compute <= fraction x final; chunk = the index of the
+    latest of them; `prior` as in `predict_final`), and its finals row {run, task,
+    observed_final}: the last point."""
+    c, y = _sorted(compute, reward)
     final = float(c[-1])
     if final <= 0:
         raise ValueError(f"{run} {task}: the last point is at compute {final}; a backtest "
                          "needs a finished curve")
     rows = []
     for fraction in fractions:
-        upto = int(np.searchsorted(c, fraction * final * (1 + 1e-12), side="right"))
+        upto = _upto(c, fraction)
         if upto == 0:
             continue
-        preds = predict_final(c[:upto], y[:upto], final, config, forms=forms or FORMS)
+        preds = predict_final(c[:upto], y[:upto], final, config, forms=forms or FORMS,
+                              prior=prior)
         rows += prediction_rows(run, task, upto - 1, float(c[upto - 1]), final, preds,
-                                latest_reward=float(y[upto - 1]))
+                                latest_reward=float(y[upto - 1]),
+                                smoothed_reward=smoothed_level(y[:upto]))
     return rows, {"run": str(run), "task": str(task), "observed_final": float(y[-1])}
+
+
+def backtest_sweep(curves: Sequence[tuple], *, config=None,
+                   fractions: Sequence[float] = DEFAULT_FRACTIONS,
+                   prior=DEFAULT_PRIOR) -> tuple[list[dict], list[dict]]:
+    """`backtest_curve` of the finished runs of one sweep, fitted jointly: at each fraction
+    every run is cut at that fraction of its own final compute and the sweep predicted with
+    `predict_sweep`. `curves`: (compute, reward, run, task) per run. Returns the prediction
+    rows and the finals rows."""
+    runs = [(*_sorted(c, y), str(run), str(task)) for c, y, run, task in curves]
+    bad = [run for c, _, run, _ in runs if not c.size or c[-1] <= 0]
+    if bad:
+        raise ValueError(f"{bad[0]}: a backtest needs a finished curve (points past compute 0)")
+    rows = []
+    for fraction in fractions:
+        cut = [(c, y, run, task, _upto(c, fraction)) for c, y, run, task in runs]
+        cut = [item for item in cut if item[4] > 0]
+        preds = predict_sweep([(c[:k], y[:k]) for c, y, _, _, k in cut],
+                              [float(c[-1]) for c, *_ in cut], config, prior=prior)
+        for (c, y, run, task, k), p in zip(cut, preds):
+            rows += prediction_rows(run, task, k - 1, float(c[k - 1]), float(c[-1]), p,
+                                    latest_reward=float(y[k - 1]),
+                                    smoothed_reward=smoothed_level(y[:k]))
+    finals = [{"run": run, "task": task, "observed_final": float(y[-1])}
+              for _, y, run, task in runs]
+    return rows, finals

@@ -44,7 +44,25 @@ is given and keeps the rest, `write_predictions` writes atomically, `read_predic
 files written before the `OPTIONAL_COLUMNS` existed (`latest_reward` and the interval
 columns) with those columns empty. The CLI is `scalerl.fit.commands.predict`.
 
-Deliberately left out: priors on A from other runs and profile-likelihood intervals.
+The curve prior (`prior=`, by default `DEFAULT_PRIOR` = "shipped": the one learned from public
+runs, `scalerl.fit.forecast.prior.shipped_prior`; or a `CurvePrior`; None for the plain fit
+above): the sigmoid of a pass-rate curve (values in [0, 1]) is then the posterior mode of
+`scalerl.fit.forecast.joint` (its points and the prior; with many points its own data
+dominate), its intervals the posterior's plus the prior's calibrated discrepancy
+(`joint.prior_intervals`): they exist from 4 points on, before C_mid too (interval_status
+"ok", backtest_n 0); grid options of FitConfig (a_min, cmid_max, ...) and weighting do not
+apply to it. Rewards outside [0, 1] get the plain fit. The power law never uses the prior.
+Each row's `prior` column says what its form was fitted with ("none", or the prior's
+`summary()`).
+
+`predict_sweep` predicts the runs of one sweep (one recipe, differing along a sweep axis)
+with their sigmoids fitted jointly under the prior (`scalerl.fit.forecast.joint`).
+
+Persistence baselines a backtest scores against, carried by every row: `latest_reward` (the
+value observed at that chunk: "it stays where it is") and `smoothed_reward` (the mean of the
+last `SMOOTH_EVALS` evals seen, `smoothed_level`: the same without one eval's noise).
+
+Deliberately left out: profile-likelihood intervals.
 """
 
 from __future__ import annotations
@@ -73,13 +91,22 @@ from scalerl.fit.forecast.intervals import (
     spread_sd,
     unsupported,
 )
+from scalerl.fit.forecast.joint import (
+    PriorForecast,
+    forecast_points,
+    forecast_sweep,
+    prior_intervals,
+)
+from scalerl.fit.forecast.prior import CurvePrior, shipped_prior, supports
 from scalerl.utils.io import atomic_path
 
-__all__ = ["Prediction", "predict_final", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
+__all__ = ["Prediction", "predict_final", "predict_sweep", "PREDICTIONS_SCHEMA", "FORMS", "prediction_rows",
            "OPTIONAL_COLUMNS", "merge_predictions", "write_predictions", "read_predictions",
-           "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level"]
+           "INTERVAL_COLUMNS", "RECENT_COLUMNS", "recent_level", "smoothed_level",
+           "SMOOTH_EVALS", "DEFAULT_PRIOR"]
 
 FORMS = ("sigmoid", "power_law")
+DEFAULT_PRIOR = "shipped"  # predict_final's `prior` (module docstring)
 KEY_COLUMNS = ("run", "task", "chunk")
 
 PREDICTIONS_SCHEMA = pa.schema([
@@ -115,6 +142,8 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("recent_reward", pa.float64()),
     pa.field("recent_gain", pa.float64()),  # recent_reward - R0
     pa.field("recent_gain_se", pa.float64()),
+    pa.field("smoothed_reward", pa.float64()),  # mean of the last SMOOTH_EVALS evals seen
+    pa.field("prior", pa.string()),  # what the form was fitted with: none | the prior's summary
 ])
 # Columns added with calibrated intervals (each a `Prediction` field of the same name).
 INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo", "C_mid_hi",
@@ -122,7 +151,9 @@ INTERVAL_COLUMNS = ("observed_final_lo", "observed_final_hi", "C_mid", "C_mid_lo
                     "backtest_n", "backtest_rmse")
 # Columns a predictions file written before they existed lacks; read (and written) empty.
 RECENT_COLUMNS = ("recent_reward", "recent_gain", "recent_gain_se")
-OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS)
+OPTIONAL_COLUMNS = ("latest_reward", *INTERVAL_COLUMNS, *RECENT_COLUMNS, "smoothed_reward",
+                    "prior")
+SMOOTH_EVALS = 3  # evals averaged by the smoothed persistence forecast
 
 
 NAN = float("nan")
@@ -156,6 +187,14 @@ class Prediction:
     recent_reward: float = NAN  # see `recent_level`
     recent_gain: float = NAN  # recent_reward - R0
     recent_gain_se: float = NAN
+    prior: str = "none"  # what the form was fitted with: none | the prior's summary()
+
+
+def smoothed_level(reward, k: int = SMOOTH_EVALS) -> float:
+    """The smoothed persistence forecast: the mean of the last `k` evals of `reward` [N]
+    (all of them when fewer), NaN when empty."""
+    y = np.asarray(reward, float).ravel()
+    return float(y[-k:].mean()) if y.size else NAN
 
 
 def _empty(form: str, n_points: int, status: str, warning: str,
@@ -309,10 +348,53 @@ def _intervals(form: str, predicted: float, fitted, final_draws, a: float, a_dra
                      config.confidence, **common)
 
 
+def _prior_prediction(fc: PriorForecast, prior: CurvePrior, config: FitConfig, reached: bool,
+                      recent: tuple[float, float, float]) -> Prediction:
+    """The sigmoid's `Prediction` from a curve-prior forecast (`scalerl.fit.forecast.joint`)."""
+    post = fc.posterior
+    if config.bootstrap_n == 0:
+        iv = unsupported("off")
+    elif not config.calibrate_intervals:
+        bare = dataclasses.replace(prior, kappa=0.0, kappa_gain=0.0)
+        iv = dataclasses.replace(prior_intervals(fc, bare, config.confidence),
+                                 status="uncalibrated")
+    else:
+        iv = prior_intervals(fc, prior, config.confidence)
+    params = post.params
+    warnings = [f"fitted with the curve prior ({prior.summary()})"]
+    if not reached:
+        warnings.append("the points have not reached C_mid: the forecast leans on the prior")
+    return Prediction(
+        "sigmoid", fc.predicted, iv.mean[0], iv.mean[1], params["A"], iv.A[0], iv.A[1],
+        reached, fc.n_points, "ok", tuple(warnings), params=params,
+        observed_final_lo=iv.observed[0], observed_final_hi=iv.observed[1],
+        C_mid=params["C_mid"], C_mid_lo=iv.C_mid[0], C_mid_hi=iv.C_mid[1],
+        interval_status=iv.status, confidence=config.confidence, eval_se=post.noise_sd,
+        interval_widening=iv.widening, backtest_n=0, backtest_rmse=NAN,
+        recent_reward=recent[0], recent_gain=recent[1], recent_gain_se=recent[2],
+        prior=prior.summary())
+
+
+def _resolve(prior: CurvePrior | str | None) -> CurvePrior | None:
+    if isinstance(prior, str):
+        if prior != "shipped":
+            raise ValueError(f"prior must be a CurvePrior, 'shipped' or None, got {prior!r}")
+        return shipped_prior()
+    return prior
+
+
 def predict_final(compute, reward, final_compute: float, config: FitConfig | None = None, *,
-                  n_samples=None, forms: Sequence[str] = FORMS) -> list[Prediction]:
-    """One `Prediction` per form from the points so far; see the module docstring."""
+                  n_samples=None, forms: Sequence[str] = FORMS,
+                  prior: CurvePrior | str | None = DEFAULT_PRIOR,
+                  prior_forecast: PriorForecast | None = None) -> list[Prediction]:
+    """One `Prediction` per form from the points so far; see the module docstring.
+
+    `prior`: the curve prior of the sigmoid ("shipped": `scalerl.fit.forecast.prior.shipped_prior`;
+    a `CurvePrior`; None: the plain least-squares fit). It applies to pass rates in [0, 1].
+    `prior_forecast`: the sigmoid's fit with the prior made elsewhere (`predict_sweep`: the
+    run fitted jointly with its sweep-mates) instead of this run's own."""
     config = config or FitConfig()
+    prior = _resolve(prior)
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
         raise ValueError(f"unknown form(s) {unknown}; choose from {', '.join(FORMS)}")
@@ -338,12 +420,23 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
                     f"{collapse['peak_compute']:.4g}, now {collapse['final_reward']:.4g}")
             return [_empty(f, int(c.size), "collapsed", text, config.confidence) for f in forms]
     weights = point_weights(c, y, n_used, config)
-    sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
-    reached = bool(c.max() >= sig.C_mid)
-    prefixes = _PrefixFits(c, y, sel.r0, config, weights)
     recent, gain, gain_se = _recent_gain(c, y, n_used, sel, c_all, n_samples)
+    with_prior = None
+    if prior is not None and "sigmoid" in forms and supports(y, sel.r0):
+        with_prior = prior_forecast or forecast_points(compute, reward, final_compute, prior,
+                                                       config, n_samples)
+        with_prior = with_prior if with_prior.status == "ok" else None
+    if with_prior is None or any(f != "sigmoid" for f in forms):
+        sig = fit_sigmoid(c, y, config, r0=sel.r0, weights=weights)
+        reached = bool(c.max() >= sig.C_mid)
+        prefixes = _PrefixFits(c, y, sel.r0, config, weights)
     out, pl = [], None
     for form in forms:
+        if form == "sigmoid" and with_prior is not None:
+            out.append(_prior_prediction(
+                with_prior, prior, config, bool(c.max() >= with_prior.posterior.params["C_mid"]),
+                (recent, gain, gain_se)))
+            continue
         c_mid = c_mid_draws = None
         if form == "sigmoid":
             pf, a, warnings = float(sig.predict(final_compute)), sig.A, list(sig.warnings)
@@ -384,18 +477,46 @@ def predict_final(compute, reward, final_compute: float, config: FitConfig | Non
     return out
 
 
+def predict_sweep(curves: Sequence[tuple], finals: Sequence[float],
+                  config: FitConfig | None = None, *, n_samples: Sequence | None = None,
+                  forms: Sequence[str] = FORMS,
+                  prior: CurvePrior | str | None = DEFAULT_PRIOR) -> list[list[Prediction]]:
+    """`predict_final` of the runs of one sweep (one recipe; they differ along a sweep axis)
+    with the sigmoids of their pass-rate curves fitted jointly under the curve prior
+    (`scalerl.fit.forecast.joint.forecast_sweep`: each run's shape scatters about a shape the
+    sweep shares, so an early run borrows the bend its sweep-mates show). `curves`: (compute,
+    reward) so far per run; `finals`: each run's planned final compute; `n_samples`: per run,
+    graded samples per eval or None. A run the joint fit cannot take (too few points,
+    collapsed, not a pass rate) and the power law are predicted as by `predict_final`; with
+    no prior every run is."""
+    prior = _resolve(prior)
+    n_samples = list(n_samples) if n_samples is not None else [None] * len(curves)
+    if len(finals) != len(curves) or len(n_samples) != len(curves):
+        raise ValueError("predict_sweep needs one final compute and one n_samples per curve")
+    fcs = {}
+    if prior is not None and "sigmoid" in forms:
+        fcs = forecast_sweep({i: cy for i, cy in enumerate(curves)}, dict(enumerate(finals)),
+                             prior, config, dict(enumerate(n_samples)))
+    return [predict_final(c, y, f, config, n_samples=n, forms=forms, prior=prior,
+                          prior_forecast=fcs.get(i))
+            for i, ((c, y), f, n) in enumerate(zip(curves, finals, n_samples))]
+
+
 def prediction_rows(run: str, task: str, chunk: int, compute: float, final_compute: float,
                     predictions: Sequence[Prediction], *,
-                    latest_reward: float = float("nan")) -> list[dict]:
+                    latest_reward: float = float("nan"),
+                    smoothed_reward: float = float("nan")) -> list[dict]:
     """Rows of PREDICTIONS_SCHEMA for the predictions made at one chunk (`latest_reward`: the
-    reward observed at that chunk, the persistence forecast a backtest scores against)."""
+    reward observed at that chunk, `smoothed_reward`: `smoothed_level` of the rewards up to it;
+    the two persistence forecasts a backtest scores against)."""
     return [{"run": str(run), "task": str(task), "chunk": int(chunk), "compute": float(compute),
              "compute_fraction": float(compute) / float(final_compute), "form": p.form,
              "predicted_final": p.predicted_final, "predicted_final_lo": p.predicted_final_lo,
              "predicted_final_hi": p.predicted_final_hi, "A": p.A, "A_lo": p.A_lo,
              "A_hi": p.A_hi, "reached_c_mid": p.reached_c_mid, "n_points": p.n_points,
              "status": p.status, "latest_reward": float(latest_reward),
-             **{name: getattr(p, name) for name in (*INTERVAL_COLUMNS, *RECENT_COLUMNS)}}
+             **{name: getattr(p, name) for name in (*INTERVAL_COLUMNS, *RECENT_COLUMNS)},
+             "smoothed_reward": float(smoothed_reward), "prior": p.prior}
             for p in predictions]
 
 

@@ -9,10 +9,15 @@ The shared core of `scalerl predict INPUT...`, `scalerl race INPUT...` and `scal
   curve's compute units: given as is, or from a final step: the step itself when compute is
   the step, else latest compute x final step / latest step (compute per step assumed constant
   from here on, as `scalerl predict --run-config` does); `reached_final(curve, final)`;
-- `forecast_rows(curve, final, config, upto=k)`: PREDICTIONS_SCHEMA rows (sigmoid and power
-  law, `scalerl.fit.forecast.predict.predict_final`) from the points 0..k; `chunk` holds k,
-  the index of the latest point used (scalerl's own evals use their chunk instead),
-  `latest_reward` that point's reward; `latest_rows(rows)`: the latest row per run and task;
+- `forecast_rows(curve, final, config, upto=k, prior=...)`: PREDICTIONS_SCHEMA rows (sigmoid
+  and power law, `scalerl.fit.forecast.predict.predict_final`, with the curve prior `prior`)
+  from the points 0..k; `chunk` holds k, the index of the latest point used (scalerl's own
+  evals use their chunk instead), `latest_reward` that point's reward, `smoothed_reward` the
+  mean of the last few; `latest_rows(rows)`: the latest row per run and task;
+- `sweeps_of(curves, by)`: the curves of one task (and one value of each `by` column, e.g.
+  recipe) as one sweep; `sweep_rows(sweep, finals, config, prior=...)`: the latest rows of a
+  sweep's runs with their sigmoids fitted jointly (`predict_sweep`): what `scalerl predict
+  --joint` does, since a log does not say which runs share a recipe;
 - `verdicts(rows, ...)`: per run "too early" (under `min_fraction` of its compute, too few
   points, or no interval of A yet: `interval_status` says why), "collapsed", "stop" (the
   racing rule of `scalerl.fit.forecast.racing.race`: A's interval clearly below the best's,
@@ -34,13 +39,19 @@ import pandas as pd
 
 from scalerl.fit.curves.compare import A_MARGIN
 from scalerl.fit.curves.sigmoid import FitConfig
-from scalerl.fit.forecast.predict import predict_final, prediction_rows
+from scalerl.fit.forecast.predict import (
+    DEFAULT_PRIOR,
+    predict_final,
+    predict_sweep,
+    prediction_rows,
+    smoothed_level,
+)
 from scalerl.fit.forecast.racing import race
 from scalerl.fit.readers.inputs import STEP_COLUMNS, PointGroup
 from scalerl.fit.readers.tables import InputError
 
 __all__ = ["RunCurve", "run_curves", "final_compute_of", "reached_final", "forecast_rows",
-           "latest_rows", "verdicts", "VERDICTS"]
+           "sweeps_of", "sweep_rows", "latest_rows", "verdicts", "VERDICTS"]
 
 VERDICTS = ("too early", "collapsed", "stop", "continue", "finished")
 
@@ -56,6 +67,10 @@ class RunCurve:
     step: np.ndarray | None  # [N] or None when the log has no step column
     n_samples: np.ndarray | None  # [N] graded samples per point (per-sample evals), else None
     step_is_compute: bool = False  # the compute axis is the step itself
+    labels: tuple[tuple[str, str], ...] = ()  # the group's key and metadata, (column, value)
+
+    def label(self, column: str) -> str | None:
+        return dict(self.labels).get(column)
 
     @property
     def latest_step(self) -> float | None:
@@ -76,9 +91,10 @@ def run_curves(groups: Sequence[PointGroup], info: Mapping) -> list[RunCurve]:
     for g in groups:
         run, task = _name(g.key, g.meta, str(info["reward_col"]))
         binomial = g.stderr is not None and bool(np.isfinite(g.stderr).all())
+        labels = tuple(sorted((str(k), str(v)) for k, v in {**g.meta, **g.key}.items()))
         curves.append(RunCurve(run, task, g.compute, g.reward, g.step,
                                g.n_rows.astype(float) if binomial else None,
-                               info["compute_col"] in STEP_COLUMNS))
+                               info["compute_col"] in STEP_COLUMNS, labels))
     names = [(c.run, c.task) for c in curves]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -112,14 +128,48 @@ def reached_final(curve: RunCurve, final: float) -> bool:
 
 
 def forecast_rows(curve: RunCurve, final: float, config: FitConfig, *,
-                  upto: int | None = None) -> tuple[list[dict], list]:
-    """PREDICTIONS_SCHEMA rows from points 0..upto (default: all) and the `Prediction`s."""
+                  upto: int | None = None, prior=DEFAULT_PRIOR) -> tuple[list[dict], list]:
+    """PREDICTIONS_SCHEMA rows from points 0..upto (default: all) and the `Prediction`s
+    (`prior` as in `predict_final`)."""
     k = curve.compute.size - 1 if upto is None else int(upto)
     n = None if curve.n_samples is None else curve.n_samples[:k + 1]
     preds = predict_final(curve.compute[:k + 1], curve.reward[:k + 1],
-                          max(final, float(curve.compute[k])), config, n_samples=n)
+                          max(final, float(curve.compute[k])), config, n_samples=n,
+                          prior=prior)
     rows = prediction_rows(curve.run, curve.task, k, float(curve.compute[k]), final, preds,
-                           latest_reward=float(curve.reward[k]))
+                           latest_reward=float(curve.reward[k]),
+                           smoothed_reward=smoothed_level(curve.reward[:k + 1]))
+    return rows, preds
+
+
+def sweeps_of(curves: Sequence[RunCurve], by: Sequence[str] = ()) -> list[list[RunCurve]]:
+    """The curves split into sweeps: one per task and value of the `by` columns (the group's
+    key or metadata, e.g. recipe), each fitted jointly by `sweep_rows`."""
+    sweeps: dict[tuple, list[RunCurve]] = {}
+    for curve in curves:
+        missing = [col for col in by if curve.label(col) is None]
+        if missing:
+            raise InputError(f"{curve.run}: no column {', '.join(missing)} to tell its sweep "
+                             "(--joint-by names group or metadata columns of the inputs; "
+                             "add them to --group-by)")
+        sweeps.setdefault((curve.task, *(curve.label(col) for col in by)), []).append(curve)
+    return [sweeps[key] for key in sorted(sweeps)]
+
+
+def sweep_rows(curves: Sequence[RunCurve], finals: Sequence[float], config: FitConfig, *,
+               prior=DEFAULT_PRIOR) -> tuple[list[dict], list]:
+    """PREDICTIONS_SCHEMA rows of the latest point of every run of one sweep, the sigmoids
+    fitted jointly (`scalerl.fit.forecast.predict.predict_sweep`), and the `Prediction`s."""
+    points = [(c.compute, c.reward) for c in curves]
+    ends = [max(f, float(c.compute[-1])) for c, f in zip(curves, finals)]
+    preds = predict_sweep(points, ends, config, n_samples=[c.n_samples for c in curves],
+                          prior=prior)
+    rows = []
+    for curve, final, p in zip(curves, finals, preds):
+        k = curve.compute.size - 1
+        rows += prediction_rows(curve.run, curve.task, k, float(curve.compute[k]), final, p,
+                                latest_reward=float(curve.reward[k]),
+                                smoothed_reward=smoothed_level(curve.reward))
     return rows, preds
 
 

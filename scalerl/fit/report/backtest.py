@@ -3,8 +3,10 @@
 `backtest_markdown(table, bins)`: the summary of `scalerl.fit.forecast.backtest` per form and
 fraction-of-compute bin as a Markdown table (predictions, median and p90 absolute error, the
 share with an interval, their coverage of the observed final against the nominal level and
-median width, the persistence forecast's errors and the ratio to them); `scaling.md` carries
-it and `scalerl predict --backtest` prints it. `plot_backtest(table, path)`: the absolute error
+median width, both persistence forecasts' errors (the last value, and the smoothed last
+value: the mean of the last few evals) and the ratios to them, and what the forecasts were
+fitted with: the curve prior or none); `scaling.md` carries it and `scalerl predict
+--backtest` prints it. `plot_backtest(table, path)`: the absolute error
 against the compute fraction, one thin line per run and form, the median per tenth of the
 compute thick, sigmoid vs power law (matplotlib Agg, PNG written atomically).
 
@@ -44,18 +46,39 @@ def backtest_markdown(table: pd.DataFrame, bins: Sequence[float] = DEFAULT_BINS)
              f"coverage: share of those intervals (of one observed eval, nominal {nominal}) "
              "containing the observed final; width: their median width. persistence: the "
              "last-value forecast (the run stays at the reward observed when predicting); "
-             "ratio = median abs. error / persistence's (< 1: the forecast is better).", "",
+             "smoothed: the mean of the last few evals seen (the baseline to beat); ratio = "
+             "median abs. error / the baseline's (< 1: the forecast is better).",
+             *_fitted_with(table), "",
              "| form | compute fraction | predictions | median abs. error | p90 abs. error "
              "| with interval | coverage | width | persistence median | persistence p90 "
-             "| ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ratio | smoothed median | smoothed p90 | ratio to smoothed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in summary.iterrows():
         lines.append(f"| {r['form']} | {r['fraction_bin']} | {r['n']} | "
                      f"{r['median_abs_error']:.3f} | {r['p90_abs_error']:.3f} | "
                      f"{_pct(r['with_interval'])} | {_pct(r['coverage'])} | "
                      f"{_num(r['median_width'])} | {_num(r['persistence_median_abs_error'])} | "
                      f"{_num(r['persistence_p90_abs_error'])} | "
-                     f"{_num(r['error_ratio'], '.2f')} |")
+                     f"{_num(r['error_ratio'], '.2f')} | "
+                     f"{_num(r['smoothed_median_abs_error'])} | "
+                     f"{_num(r['smoothed_p90_abs_error'])} | "
+                     f"{_num(r['smoothed_ratio'], '.2f')} |")
     return "\n".join(lines) + "\n"
+
+
+def _fitted_with(table: pd.DataFrame) -> list[str]:
+    """A line naming what the sigmoid forecasts were fitted with (the `prior` column), if
+    known."""
+    if "prior" not in table.columns:
+        return []
+    used = table.loc[table["form"] == "sigmoid", "prior"].dropna().astype(str)
+    priors = sorted(set(used) - {"none"})
+    if not priors:
+        return ["", "Sigmoid forecasts: the plain least-squares fit (no curve prior)."] \
+            if len(used) else []
+    plain = int((used == "none").sum())
+    tail = f"; {plain} with the plain fit (where the prior does not apply)." if plain else "."
+    return ["", f"Sigmoid forecasts fitted with the curve prior ({'; '.join(priors)}){tail}"]
 
 
 def _num(value: float, spec: str = ".3f") -> str:
