@@ -15,10 +15,11 @@ files and MLflow stores as tables), `forecast` (predictions and verdicts for the
 log), `watch` (`scalerl watch`: follow runs while they train).
 """
 
+from scalerl.fit.across import predict_across
 from scalerl.fit.compare import Curve, refit_common_a
 from scalerl.fit.curve import CurveFit, fit_curve
 from scalerl.fit.powerlaw import fit_power_law
 from scalerl.fit.sigmoid import FitConfig, FitError, compute_for_fraction, fit_sigmoid
 
 __all__ = ["FitConfig", "FitError", "fit_sigmoid", "fit_curve", "CurveFit", "fit_power_law",
-           "refit_common_a", "Curve", "compute_for_fraction"]
+           "refit_common_a", "Curve", "compute_for_fraction", "predict_across"]
