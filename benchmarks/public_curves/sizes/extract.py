@@ -11,8 +11,9 @@ Output, next to this file: one `<family>__<model>__<metric>.csv` per run (`step,
 
 Parsing: `wide_csv_points` reads a table whose first column is the step and whose other
 columns are one run each (a W&B line-plot export with only the value columns kept); a run's
-points are the rows where its column is non-empty. The parent's `check` rejects short curves,
-non-numbers and steps that do not increase.
+points are the rows where its column is non-empty. The parent's `build` (with this
+collection's columns) reads each file once, and its `check` rejects short curves, non-numbers
+and steps that do not increase.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from extract import MANIFEST_FIELDS, check, git_show, slug, write_curve  # noqa: E402
+from extract import MANIFEST_FIELDS, build, slug  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent
 FIELDS = MANIFEST_FIELDS + ["source", "params", "task", "family"]
@@ -77,25 +78,7 @@ def qwen3(size: str) -> dict:
 FAMILIES = [qwen3(s) for s in ("0.6b", "1.7b", "4b", "8b", "14b")]
 
 
-def build(specs, out_dir: Path) -> list[dict]:
-    manifest, cache = [], {}
-    for sp in specs:
-        key = (sp["repo"], sp["commit"], sp["path"])
-        if key not in cache:
-            cache[key] = git_show(*key)
-        points = sp["parse"](cache[key])
-        check(points, sp["file"])
-        write_curve(out_dir, sp["file"], points)
-        manifest.append({**{k: sp.get(k, "") for k in FIELDS}, "n_points": len(points)})
-        print(f"{sp['file']}: {len(points)} points, steps {points[0][0]}..{points[-1][0]}")
-    with open(out_dir / "sources.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(manifest)
-    return manifest
-
-
 if __name__ == "__main__":
-    rows = build(FAMILIES, OUT_DIR)
+    rows = build(FAMILIES, OUT_DIR, FIELDS)
     print(f"{len(rows)} curves in {len({r['family'] for r in rows})} family(ies)",
           file=sys.stderr)
