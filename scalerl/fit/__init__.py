@@ -26,7 +26,9 @@ from scalerl.fit.curves.compare import Curve, refit_common_a
 from scalerl.fit.curves.curve import CurveFit, fit_curve
 from scalerl.fit.curves.powerlaw import fit_power_law
 from scalerl.fit.curves.sigmoid import FitConfig, FitError, compute_for_fraction, fit_sigmoid
+from scalerl.fit.forecast.across import predict_across
 from scalerl.fit.forecast.predict import Prediction, predict_final
 
 __all__ = ["FitConfig", "FitError", "fit_sigmoid", "fit_curve", "CurveFit", "fit_power_law",
-           "refit_common_a", "Curve", "compute_for_fraction", "predict_final", "Prediction"]
+           "refit_common_a", "Curve", "compute_for_fraction", "predict_final", "Prediction",
+           "predict_across"]
