@@ -8,14 +8,15 @@ Five layers, bottom to top; a module imports only its own layer and those below
    `optimize`), the power law, bootstrap intervals, eval noise and weights, collapse, one
    curve end to end = fit.json (`curve`), the common-A refit (`compare`), Table 1 curves;
 2. `readers`: any run's logs -> curves: Parquet/CSV tables (`tables`), TensorBoard and MLflow
-   (`logs`), naming and grouping into curves (`inputs`);
+   (`logs`), naming and grouping into curves (`inputs`), model sizes (`sizes`);
 3. `forecast`: a run's final value and A from its points so far (`predict`), their calibrated
    intervals (`intervals`), the backtest of forecasts (`backtest`), the racing rule
-   (`racing`), and the forecasts and verdicts of the runs of any log (`runs`);
-4. `report`: the scaling report (`scaling`) and its sections (`axes`, `backtest`, `racing`,
-   `mismatch`), the forecast table (`forecasts`), the figures (`plots`, `panels`);
-5. `commands`: `scalerl fit`, `predict`, `race`, `watch`, `report`, and the flags they share
-   (`options`).
+   (`racing`), the forecasts and verdicts of the runs of any log (`runs`), and a run of an
+   untried model size or generation length from runs of other sizes (`across`);
+4. `report`: the scaling report (`scaling`) and its sections (`axes`, `across`, `backtest`,
+   `racing`, `mismatch`), the forecast table (`forecasts`), the figures (`plots`, `panels`);
+5. `commands`: `scalerl fit`, `predict`, `across`, `race`, `watch`, `report`, and the flags
+   they share (`options`).
 
 This face re-exports the entry points below; `scalerl.fit.sigmoid` and `scalerl.fit.predict`
 are kept as import paths (re-exports of `curves.sigmoid` and `forecast.predict`). No module of

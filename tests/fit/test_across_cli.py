@@ -1,8 +1,12 @@
 """`scalerl across` (scalerl.fit.commands.across) and the sizes it reads
 (scalerl.fit.readers.sizes): seeded synthetic size families written as CSV, per-sample eval
-Parquet labelled through model directories, the generation-length axis, refusals and errors."""
+Parquet labelled through model directories, the generation-length axis, refusals and errors,
+and the README's example ("Forecast across scale") run as written."""
 
 import json
+import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,6 +25,7 @@ from scalerl.fit.readers.sizes import (
 )
 
 FAST = ["--bootstrap", "0"]
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.mark.parametrize("text, value", [("0.6B", 0.6e9), ("1.7b", 1.7e9), ("600M", 6e8),
@@ -199,3 +204,33 @@ def test_runs_without_a_size_are_named(tmp_path, capsys):
     assert main(["across", *specs, "--target-size", "14B", "--final-step", "10", *FAST]) == 2
     err = capsys.readouterr().err
     assert "no size for run(s) medium, small" in err and "--size NAME=SIZE" in err
+
+
+NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _same(shown: str, printed: str) -> bool:
+    """The same text, numbers equal to the printed precision (one unit in the last digit)."""
+    if NUMBER.sub("#", shown) != NUMBER.sub("#", printed):
+        return False
+    for a, b in zip(NUMBER.findall(shown), NUMBER.findall(printed)):
+        digits = len(a.split(".")[1].split("e")[0]) if "." in a else 0
+        if abs(float(a) - float(b)) > 1.01 * 10 ** -digits * max(1.0, abs(float(a)) / 10):
+            return False
+    return True
+
+
+def test_readme_example_runs_and_prints_what_it_shows(monkeypatch, capsys):
+    text = README.read_text()
+    start = text.index("## Forecast across scale")
+    section = text[start:text.index("\n## ", start + 10)]
+    command = re.search(r"```bash\n(.*?)```", section, flags=re.S).group(1)
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[0] == "scalerl"
+    monkeypatch.chdir(README.parent)
+    assert main(argv[1:]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    shown = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1).strip().splitlines()
+    assert len(printed) == len(shown)
+    for a, b in zip(shown, printed):
+        assert _same(a, b), f"README shows\n{a}\nprinted\n{b}"

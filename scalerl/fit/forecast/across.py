@@ -32,7 +32,7 @@ Two stages.
      GPU-hours a larger model's step costs more, with steps it learns faster: d's sign is the
      data's);
    - the exponent: log B = e, shared by all sizes (the paper's B is a property of the recipe:
-     1.92 for its 8B, 1.65 for Scout, PAPER_NOTES §3.1);
+     1.92 for its 8B, 1.65 for Scout: the paper's Table 1 and Section 5);
    - the base score: the measured `target_r0` when given (evaluating a base model is cheap;
      measure it), else log(1 - R0) = f + g x over every usable run, with a warning.
    A two-parameter law with no floor on the gap is the most that three to five sizes can fit
