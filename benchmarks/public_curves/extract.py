@@ -174,8 +174,8 @@ MANIFEST_FIELDS = ["file", "repo", "path", "commit", "metric", "kind", "model", 
 # size in parameters ("" if unknown); task: math | code | game | other.
 
 
-def build(specs, out_dir: Path):
-    """Extract every spec into out_dir and write out_dir/sources.csv."""
+def build(specs, out_dir: Path, fields=MANIFEST_FIELDS):
+    """Extract every spec into out_dir and write out_dir/sources.csv with `fields`."""
     manifest = []
     cache = {}
     for sp in specs:
@@ -189,10 +189,10 @@ def build(specs, out_dir: Path):
         points = sp["parse"](text)
         check(points, sp["file"])
         write_curve(out_dir, sp["file"], points)
-        manifest.append({**{k: sp.get(k, "") for k in MANIFEST_FIELDS}, "n_points": len(points)})
+        manifest.append({**{k: sp.get(k, "") for k in fields}, "n_points": len(points)})
         print(f"{sp['file']}: {len(points)} points, steps {points[0][0]}..{points[-1][0]}")
     with open(out_dir / "sources.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=MANIFEST_FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         w.writerows(manifest)
     return manifest

@@ -108,14 +108,17 @@ def test_kept_import_paths_are_the_new_homes_objects(old, new):
 
 def test_public_entry_points():
     from scalerl.fit import FitConfig as face_config
+    from scalerl.fit import predict_across as face_across
     from scalerl.fit import predict_final as face_predict
+    from scalerl.fit.forecast.across import predict_across
     from scalerl.fit.forecast.predict import predict_final
     from scalerl.fit.predict import predict_final as kept_predict
     from scalerl.fit.sigmoid import FitConfig as kept_config
 
     assert face_predict is kept_predict is predict_final
     assert face_config is kept_config is FitConfig
-    for name in ("fit", "predict", "race", "watch", "report", "prior"):
+    assert face_across is predict_across
+    for name in ("fit", "predict", "across", "race", "watch", "report", "prior"):
         module = importlib.import_module(COMMANDS[name][0])
         assert module.__name__ == f"scalerl.fit.commands.{name}"
         assert callable(module.add_arguments) and callable(module.run)
@@ -146,7 +149,9 @@ FINAL = {"--final-step", "--final-compute"}
         "--seed-pattern", "--no-observed", "--out", "--prior"}),
     ("watch", INPUTS | FORECAST_FIT | FINAL | {
         "--out", "--interval", "--max-polls", "--min-fraction", "--margin", "--prior"}),
-    ("report", {"--out", "--by", "--order", "--predictions", "--racing", "--steps"}),
+    ("across", INPUTS | (FORECAST_FIT - {"--r0"}) | FINAL | {
+        "--size", "--axis", "--target-size", "--target-len", "--target-r0", "--out"}),
+    ("report", {"--out", "--by", "--order", "--predictions", "--racing", "--steps", "--size"}),
     ("prior", {"--out", "--curves", "--exclude-source", "--max-points"}),
 ])
 def test_commands_keep_their_flags(command, expected):

@@ -157,6 +157,12 @@ def racing_report_args(decisions):
     return f"--racing {' '.join(map(shlex.quote, decisions))}" if decisions else ""
 
 
+def model_size_args(bases):
+    """--size MODEL=BASE_DIR per model of the sweep (`bases` in SWEEP.grid.models order): the
+    report reads each model's parameter count from its base directory."""
+    return " ".join(f"--size {shlex.quote(f'{m}={b}')}" for m, b in zip(SWEEP.grid.models, bases))
+
+
 def trained_checkpoints(wildcards=None):
     """Every training chunk's checkpoint of every run (the chunks racing left)."""
     return [checkpoint_dir(run, k) for run in sorted(RUNS) for k in range(1, last_chunk(run) + 1)]

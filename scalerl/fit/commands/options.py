@@ -12,10 +12,14 @@
   one by default; none: the plain least-squares fit);
 - `add_input_options(parser, nargs=...)`: the inputs of every command over logs (INPUT...,
   `--metric`, `--compute-col`, `--group-by`, MLflow's `--experiment` / `--run-id`);
+- `add_size_options(parser)`: `--size NAME=SIZE` (a run's or model's size, or generation
+  length), of `scalerl across` and `scalerl report`; `sizes_from_args(args)` reads them
+  (`scalerl.fit.readers.sizes`);
   `add_final_options(parser, required=...)`: the runs' planned total (`--final-step` or
   `--final-compute`) of the forecast commands, as a group a command may add an alternative to;
-- `inputs_from_args(args)`, `group_by_from(args)` and `curves_from_args(args)`: the parsed
-  inputs as `scalerl.fit.readers.inputs.Inputs`, the grouping columns, and the named curves of
+- `inputs_from_args(args)`, `group_by_from(args)`, `groups_from_args(args)` and
+  `curves_from_args(args)`: the parsed inputs as `scalerl.fit.readers.inputs.Inputs`, the
+  grouping columns, the curves with their metadata (`PointGroup`), and the named curves of
   `scalerl.fit.forecast.runs`.
 
 Deliberately left out: each command's own options (`--out`, `--meta`, `--margin`, ...), which
@@ -32,11 +36,12 @@ from scalerl.config import ConfigError, load_mapping
 from scalerl.fit.curves.sigmoid import WEIGHTINGS, FitConfig
 from scalerl.fit.forecast.prior import SHIPPED_PATH, CurvePrior, shipped_prior
 from scalerl.fit.forecast.runs import RunCurve, run_curves
-from scalerl.fit.readers.inputs import Inputs, load_groups
+from scalerl.fit.readers.inputs import Inputs, PointGroup, load_groups
+from scalerl.fit.readers.sizes import sizes_from_specs
 
 __all__ = ["FitOption", "FIT_OPTIONS", "add_fit_options", "fit_config", "add_input_options",
-           "add_final_options", "inputs_from_args", "group_by_from", "curves_from_args",
-           "prior_from_args"]
+           "add_final_options", "add_size_options", "sizes_from_args", "inputs_from_args",
+           "group_by_from", "groups_from_args", "curves_from_args", "prior_from_args"]
 
 PAPER_GRID_FIELDS = ("a_min", "a_max", "a_step", "cmid_min", "cmid_max", "cmid_points",
                      "cmid_spacing")
@@ -105,11 +110,13 @@ FIT_OPTIONS = (
 )
 
 
-def add_fit_options(parser: argparse.ArgumentParser, *, forecast: bool) -> None:
-    """Declare the `FIT_OPTIONS` a command offers (`forecast`: predict, race, watch), and
-    `--config`; `scalerl fit` also gets `--paper-grid`."""
+def add_fit_options(parser: argparse.ArgumentParser, *, forecast: bool,
+                    omit: tuple[str, ...] = ()) -> None:
+    """Declare the `FIT_OPTIONS` a command offers (`forecast`: predict, race, watch, across),
+    but the flags in `omit`, and `--config`; `scalerl fit` also gets `--paper-grid`, the
+    forecast commands `--prior` (`scalerl across` omits it: its per-size fits are plain)."""
     for opt in FIT_OPTIONS:
-        if forecast and not opt.forecast:
+        if (forecast and not opt.forecast) or opt.flag in omit:
             continue
         if opt.switch:  # default None: an absent switch leaves the field alone
             parser.add_argument(opt.flag, action="store_true", default=None, help=opt.help)
@@ -118,7 +125,7 @@ def add_fit_options(parser: argparse.ArgumentParser, *, forecast: bool) -> None:
     if not forecast:
         parser.add_argument("--paper-grid", action="store_true", help="the paper's grid: A "
                             "0.450..0.800 by 0.005, C_mid 100 linear values in [100, 40000]")
-    else:
+    elif "--prior" not in omit:
         parser.add_argument("--prior", default="shipped", metavar="PATH|shipped|none",
                             help="curve prior of the sigmoid of pass-rate curves: the one "
                             "learned from public RL runs that ships with scalerl (default), a "
@@ -194,6 +201,21 @@ def add_final_options(parser: argparse.ArgumentParser, *, required: bool):
     return final
 
 
+def add_size_options(parser: argparse.ArgumentParser) -> None:
+    """--size NAME=SIZE, repeatable (`scalerl.fit.readers.sizes`)."""
+    parser.add_argument("--size", action="append", default=[], metavar="NAME=SIZE",
+                        help="the size of run or model NAME: parameters (0.6B, 600M, 1.7e9; "
+                        "suffixes k, M, B, T are powers of 1000), a generation length in "
+                        "tokens (8192) along that axis, or a model directory (the "
+                        "parameters its base_info.json records, else its *.safetensors "
+                        "shapes); repeatable")
+
+
+def sizes_from_args(args: argparse.Namespace) -> dict[str, float]:
+    """{NAME: size} of the --size options."""
+    return sizes_from_specs(args.size)
+
+
 def inputs_from_args(args: argparse.Namespace) -> Inputs:
     return Inputs(args.inputs, experiments=args.experiment, run_ids=args.run_id)
 
@@ -205,9 +227,15 @@ def group_by_from(args: argparse.Namespace) -> list[str] | None:
     return [c.strip() for c in args.group_by.split(",") if c.strip()]
 
 
+def groups_from_args(args: argparse.Namespace, inputs: Inputs | None = None
+                     ) -> tuple[list[PointGroup], dict]:
+    """Read the inputs of a command (or re-read `inputs`) into curves with their metadata."""
+    return load_groups(inputs or inputs_from_args(args), compute_col=args.compute_col,
+                       reward_col=args.metric, group_by=group_by_from(args))
+
+
 def curves_from_args(args: argparse.Namespace, inputs: Inputs | None = None
                      ) -> tuple[list[RunCurve], dict]:
     """Read the inputs of a command (or re-read `inputs`) into named curves."""
-    groups, info = load_groups(inputs or inputs_from_args(args), compute_col=args.compute_col,
-                               reward_col=args.metric, group_by=group_by_from(args))
+    groups, info = groups_from_args(args, inputs)
     return run_curves(groups, info), info

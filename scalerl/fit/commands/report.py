@@ -16,6 +16,10 @@ writes, atomically:
                           (mismatch_kl, the extremes of π_train/π_gen), and its section
                           in scaling.md
 --order model=tiny-s,tiny-m gives an axis's values smallest first (gen_len is numeric).
+--size MODEL=SIZE gives a model's parameters (0.6B, or its model directory) for the forecast
+across scale in scaling.md (the largest model or length predicted from the smaller ones, and
+the predicted A of the next size up; `scalerl.fit.report.across`); without it a model's size
+is read from its name (qwen3-0.6b) when it states one.
 Tag runs with `scalerl fit ... --meta model=tiny-s --meta recipe=scalerl` so the columns exist.
 
 Deliberately left out: re-fitting (the report trusts the fit.json records) and HTML output.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 
 from scalerl.config import key_value
+from scalerl.fit.commands.options import add_size_options, sizes_from_args
 from scalerl.fit.forecast.predict import read_predictions
 from scalerl.fit.report.scaling import DEFAULT_BY, collect_records, write_report
 from scalerl.utils.log import progress
@@ -49,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint directories of `scalerl train` (or their "
                              "steps.parquet): adds the generator–trainer mismatch section "
                              "and mismatch.png")
+    add_size_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     predictions = None
     if args.predictions:
         predictions = read_predictions(args.predictions)
-    paths = write_report(records, args.out, by, order, predictions, args.racing, args.steps)
+    paths = write_report(records, args.out, by, order, predictions, args.racing, args.steps,
+                         sizes_from_args(args))
     flagged = sum(not r.get("converged", False) for r in records)
     progress(f"report: wrote {', '.join(str(p) for p in paths.values())}"
              + (f"; {flagged} fit(s) not converged (see scaling.md)" if flagged else ""))

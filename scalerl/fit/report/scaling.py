@@ -13,7 +13,9 @@ against the paper's 0.02 margin. With `predictions` (rows of predictions.parquet
 predict`) the report adds a prediction backtest (`scalerl.fit.forecast.backtest`, shown by
 `scalerl.fit.report.backtest`): a section of scaling.md and backtest.png; with `racing` the
 racing section (`scalerl.fit.report.racing`), with `steps` the mismatch section
-(`scalerl.fit.report.mismatch`).
+(`scalerl.fit.report.mismatch`). Every report along a scale axis gets the forecast across
+scale (`scalerl.fit.report.across`: the largest value predicted from the smaller ones, the next
+size up), with model sizes from `sizes`.
 
 Deliberately left out: re-fitting (the report trusts the records) and HTML output.
 """
@@ -22,13 +24,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from scalerl.fit.curves.compare import A_MARGIN
 from scalerl.fit.forecast.backtest import backtest_table, finals_from_records
+from scalerl.fit.report.across import across_markdown
 from scalerl.fit.report.axes import axes_markdown
 from scalerl.fit.report.backtest import backtest_markdown, plot_backtest
 from scalerl.fit.report.mismatch import mismatch_frame, mismatch_markdown, plot_mismatch
@@ -200,12 +203,14 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
                  order: dict[str, Sequence] | None = None,
                  predictions: pd.DataFrame | None = None,
                  racing: Sequence[str | Path] | None = None,
-                 steps: Sequence[str | Path] | None = None) -> dict:
+                 steps: Sequence[str | Path] | None = None,
+                 sizes: Mapping[str, float] | None = None) -> dict:
     """scaling.parquet, scaling.md and curves.png under `out`; returns their paths.
     `predictions`: also the backtest section and backtest.png (when any run matches);
     `racing`: decision files of `scalerl race`, listed in a racing section;
     `steps`: steps.parquet files or checkpoint directories, for the generator–trainer mismatch
-    section and mismatch.png (`scalerl.fit.report.mismatch`).
+    section and mismatch.png (`scalerl.fit.report.mismatch`);
+    `sizes`: {model: parameters} for the forecast across scale (`scalerl.fit.report.across`).
 
     `order`: values of a scale axis smallest first (e.g. {"model": ["tiny-s", "tiny-m"]}) for
     the "does more scale raise the ceiling" section (`scalerl.fit.report.axes`)."""
@@ -239,7 +244,7 @@ def write_report(records: Sequence[dict], out: str | Path, by: Sequence[str] = D
             paths["mismatch"] = out / "mismatch.png"
             plot_mismatch(frame, paths["mismatch"])
     write_text_atomic(paths["markdown"], text + axes_markdown(df, present, order)
-                      + _cells_markdown(df, present) + backtest_text + racing_text
-                      + mismatch_text)
+                      + across_markdown(records, present, sizes) + _cells_markdown(df, present)
+                      + backtest_text + racing_text + mismatch_text)
     plot_panels(list(records), paths["plot"], by=present, order=order)
     return paths
