@@ -37,7 +37,7 @@ class SourceConfig(Config):
     difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic: difficulty levels, "
                                            "interleaved evenly (math 1-6, lin 1-4; code 1-4)")
     families: tuple[str, ...] = field_(("add", "sub", "mul", "lin"),
-                                       "synthetic_math: families (add, sub, mul, lin, chain)")
+                                       "synthetic_math: families (add, sub, mul, lin, chain, wchain)")
     code_variant: str = field_("ranged", "synthetic_code: 'ranged' (parameters from ranges, a "
                                "def answer) or 'binary' (two values per parameter, a lambda "
                                "answer, examples that determine the program); "

@@ -20,6 +20,12 @@ Math families (answer in `\\boxed{}`; thinking 8-53 characters):
   steps (errors compound) and the thinking grows by 6 tokens per step (7 to 73 tokens with
   the tags): difficulty is length, and a longer generation budget really opens the longer
   chains.
+- `wchain` the same chain with a two-digit running value (0-99; the operands stay 1-9),
+  difficulty = number of steps (1-6): `47+8-6=` -> `<think>47+8=55 55-6=49</think>\\boxed{49}`.
+  A step is a fact of a 2-digit and a 1-digit number with a carry or borrow about half the
+  time (~1,800 facts against chain's 90) in 8 characters instead of 6: difficulty per token
+  rather than length, meant to need a larger model's capacity at a length every budget fits
+  (issue 37's size effect; levels 1-4 stay under 35 thinking tokens).
 
 Code families (write `f` from input/output examples; the answer is a fenced Python block; the
 think names the inferred rule; hidden tests are 5 inputs different from the shown ones):
@@ -59,6 +65,7 @@ MATH_FAMILIES: dict[str, tuple[int, ...]] = {
     "mul": (1, 2, 3, 4, 5, 6),
     "lin": (1, 2, 3, 4),
     "chain": tuple(range(1, 13)),
+    "wchain": (1, 2, 3, 4, 5, 6),
 }
 CODE_DIFFICULTIES: tuple[int, ...] = (1, 2, 3, 4)
 CODE_VARIANTS: tuple[str, ...] = ("ranged", "binary")
@@ -141,23 +148,27 @@ def _lin(rng: random.Random, d: int) -> tuple[str, str, str]:
     raise ValueError(f"lin: difficulty {d} is not supported; choose from {MATH_FAMILIES['lin']}")
 
 
-def _chain(rng: random.Random, d: int) -> tuple[str, str, str]:
-    value = rng.randint(0, 9)
+def _chain(rng: random.Random, d: int, top: int = 9) -> tuple[str, str, str]:
+    value = rng.randint(0, top)
     prompt, steps = str(value), []
-    for _ in range(d):  # each step adds or subtracts 1-9, the running value stays 0..9
-        if value == 9 or (value > 0 and rng.random() < 0.5):
-            t = rng.randint(1, value)
+    for _ in range(d):  # each step adds or subtracts 1-9, the running value stays 0..top
+        if value == top or (value > 0 and rng.random() < 0.5):
+            t = rng.randint(1, min(9, value))
             steps.append(f"{value}-{t}={value - t}")
             prompt, value = prompt + f"-{t}", value - t
         else:
-            t = rng.randint(1, 9 - value)
+            t = rng.randint(1, min(9, top - value))
             steps.append(f"{value}+{t}={value + t}")
             prompt, value = prompt + f"+{t}", value + t
     return prompt + "=", " ".join(steps), str(value)
 
 
+def _wchain(rng: random.Random, d: int) -> tuple[str, str, str]:
+    return _chain(rng, d, top=99)
+
+
 _MATH: dict[str, Callable[[random.Random, int], tuple[str, str, str]]] = {
-    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin, "chain": _chain,
+    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin, "chain": _chain, "wchain": _wchain,
 }
 
 

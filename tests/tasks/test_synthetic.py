@@ -79,6 +79,26 @@ def test_chain_is_a_running_value_one_step_per_operation():
     assert means == [6 * d - 1 for d in range(1, 13)]
 
 
+def test_wchain_is_a_chain_of_two_digit_facts_at_chain_lengths():
+    assert math_example("wchain", 2, random.Random(3)).prompt.count("=") == 1
+    facts = set()
+    for d in (1, 4, 6):
+        for ex in generate_math(40, d, difficulties=(d,), families=("wchain",)):
+            start, ops = re.fullmatch(r"(\d+)((?:[+-]\d)+)=", ex.prompt).groups()
+            ops, steps, value = re.findall(r"[+-]\d", ops), think(ex.solution).split(" "), int(start)
+            assert len(ops) == len(steps) == d and 0 <= value <= 99
+            for op, step in zip(ops, steps):
+                assert step == f"{value}{op}={value + int(op)}"  # operand 1-9 (one digit)
+                value += int(op)
+                assert 0 <= value <= 99
+                facts.add(step.split("=")[0])
+            assert ex.answer == str(value)
+    assert len(facts) > 300  # two-digit facts, where chain has 90 in all
+    # 8 characters a step when the value has two digits: under chain's 6 d - 1 + 2 d
+    assert all(len(think(e.solution)) <= 8 * 4 - 1
+               for e in generate_math(100, 0, difficulties=(4,), families=("wchain",)))
+
+
 def test_generators_are_deterministic_and_seed_dependent():
     assert generate_math(50, 7) == generate_math(50, 7)
     assert generate_code(50, 7) == generate_code(50, 7)
