@@ -13,7 +13,9 @@ the run's RunConfig by `scalerl.sweep.run_config`; then every chunk is trained b
 `scalerl.rl.trainer.train_chunk` and evaluated by `scalerl.eval.runner.run_eval`, and the
 evals are fitted by `scalerl fit` with the sweep's own options. What differs from `make run`
 is only what makes it cheap: `--steps` (a denser chunk schedule than the config's, so the
-curve's rise is seen), `--eval-prompts` (fewer prompts per task).
+curve's rise is seen), `--eval-prompts` (fewer prompts per task: the first ones of each task in
+file order, so with several sources of a task use 0, all of them). A rerun into the same
+`--out` keeps the checkpoints it finds and only re-evaluates them.
 
 Prints the per-family pass rates of every checkpoint (benchmarks/family_pass_rates.py), the
 fits, and the seconds each stage took. The output directory has the sweep's layout
@@ -98,8 +100,9 @@ def main() -> int:
     parser.add_argument("--gen-len", type=int, required=True)
     parser.add_argument("--steps", default="", help="chunk lengths, e.g. '4 4 8 8 16' "
                         "(default: the config's train.steps_per_chunk)")
-    parser.add_argument("--eval-prompts", type=int, default=0,
-                        help="val prompts per task (default: the config's eval.max_prompts)")
+    parser.add_argument("--eval-prompts", type=int, default=None,
+                        help="val prompts per task, the first ones in file order (0: all; "
+                        "default: the config's eval.max_prompts)")
     parser.add_argument("--eval-samples", type=int, default=0,
                         help="samples per prompt (default: the config's)")
     parser.add_argument("--out", required=True, type=Path)
@@ -145,7 +148,7 @@ def main() -> int:
         list(cfg.chunk_steps or [cfg.steps_per_chunk] * sweep.chunks)
     changes: dict = {"chunk_steps": steps}
     ev = {}
-    if args.eval_prompts:
+    if args.eval_prompts is not None:
         ev["max_prompts"] = args.eval_prompts
     if args.eval_samples:
         ev["samples_per_prompt"] = args.eval_samples
