@@ -32,13 +32,14 @@ think names the inferred rule; hidden tests are 5 inputs different from the show
 difficulty 1 = one fixed operation (reverse, sorted, sum, max, len, upper), 2 examples shown;
 2 = one operation with a parameter to infer (map v*k+c, filter v>k, filter evens, x*k+c),
 3 examples; 3 = two composed operations; 4 = three composed operations, 3 examples each.
-Two variants of the same rule types (`generate_code(variant=...)`):
+Two variants of these rule types (`generate_code(variant=...)`):
 - `ranged` (the default): parameters drawn from ranges (k 2-3, c 1-5, m 2-6), a `def` answer.
   Prompts are at most ~65 characters (lists of 2-3 digits), solutions at most ~94, e.g.
   `f([3,1,2])=[1,2,3] f([6,0])=[0,6]` -> `<think>sort</think>` + a fenced
   `def f(x):\n    return sorted(x)`.
-- `binary`: every parameter takes one of two values (k 2|3, c 1|2, m 3|5; a five-way
-  parameter stayed at pass rate 0 under RL while two-way ones rose, BENCHMARKS.md issue 37),
+- `binary`: every parameter takes one of two values (k 2|3, c 1|2, m 3|5; the level-2 map is
+  v*k without +c; a five-way parameter stayed at pass rate 0 under RL while two-way ones
+  rose, BENCHMARKS.md issue 37),
   the answer is one lambda (`f=lambda x:sorted(x)` in a ```py fence, the shortest program),
   and the inputs are redrawn (up to _MAX_TRIES times) while another rule of any difficulty
   fits the shown examples but fails a hidden test, so the examples determine the program.
