@@ -27,7 +27,8 @@ def main() -> int:
     from scalerl.models.loading import format_prompt, load_model_config, load_tokenizer
     from scalerl.rl.prompts import load_prompt_table
     from scalerl.rollout.base import Request
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=Path, required=True)

@@ -20,11 +20,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from scalerl.fit.bootstrap import bootstrap_intervals  # noqa: E402
-from scalerl.fit.curve import fit_curve  # noqa: E402
-from scalerl.fit.powerlaw import fit_power_law  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig, fit_sigmoid, sigmoid  # noqa: E402
-from scalerl.fit.synthetic import TABLE1, table1_curve  # noqa: E402
+from scalerl.fit.curves.bootstrap import bootstrap_intervals  # noqa: E402
+from scalerl.fit.curves.curve import fit_curve  # noqa: E402
+from scalerl.fit.curves.powerlaw import fit_power_law  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig, fit_sigmoid, sigmoid  # noqa: E402
+from scalerl.fit.curves.synthetic import TABLE1, table1_curve  # noqa: E402
 
 
 def _best_of(fn, repeats: int) -> float:

@@ -1,26 +1,33 @@
-"""Forecasts of real public RL curves against their end, and against the persistence forecast.
+"""Forecasts of real public RL curves against their end, and against two persistence forecasts.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_forecast_public.py
     (options: --curves DIR (default benchmarks/public_curves), --heldout DIR (a second set,
     e.g. one kept outside the repository), --max-points N... (0: all points; N: thin each
-    curve to about N evenly spaced points, the sparser eval cadence of a typical run), --weighting none|noise, --bootstrap N)
+    curve to about N evenly spaced points, the sparser eval cadence of a typical run),
+    --weighting none|noise, --bootstrap N, --prior none|shipped|PATH (default none))
 
-Each curve (`step,value` CSV, described by the set's `sources.csv`: `kind` eval or
-train_reward) is read with the input layer of `scalerl fit` / `predict`
-(`scalerl.fit.inputs.load_groups`, compute = step) and backtested with
-`scalerl.fit.backtest.backtest_curve`, the code behind `scalerl predict --backtest`: at 25, 50
-and 75 % of its last step, the points so far predict the value at the last step, with the
-sigmoid and the power law (`scalerl.fit.predict.predict_final`); the persistence forecast is
-the value observed when predicting. Printed per set, kind, cadence, form and fraction: the
-number of curves, the median and 90th percentile of |predicted - observed last value|, the
-same for persistence on the same curves, and the ratio of the medians (< 1: better than
-persistence), plus the share of curves where the forecast was the closer one. The observed last value is itself one
-noisy measurement (GSM8K test set: 1319 problems, binomial se ~0.013 at p = 0.64).
-A curve flagged collapsed (`scalerl.fit.collapse`) has no forecast; such predictions are
-counted (column `collapsed`) and left out of both forecasts' errors. Curves whose whole history
-collapses (the same test on all their points: they fall well below their peak by the end, which
-no rising curve can forecast) are reported apart, as kind "<kind>, collapses", and then all curves of that kind together
-("<kind>, all").
+Each curve (`step,value` CSV, described by the set's `sources.csv`: `kind` eval or train_reward)
+is read with the input layer of `scalerl fit` / `predict`
+(`scalerl.fit.readers.inputs.load_groups`, compute = step) and backtested with
+`scalerl.fit.forecast.backtest.backtest_curve`, the code behind `scalerl predict --backtest`: at
+25, 50 and 75 % of its last step, the points so far predict the value at the last step, with the
+sigmoid and the power law (`scalerl.fit.forecast.predict.predict_final`); the persistence
+forecast is the value observed when predicting, the smoothed persistence forecast the mean of
+the last 3 values then (`smoothed_level`). Printed per set, kind, cadence, form and fraction:
+the number of curves, the median and 90th percentile of |predicted - observed last value|, the
+same for both persistence forecasts on the same curves, and the ratio of the medians to each
+(< 1: better than it), plus the share of curves where the forecast was the closer one.
+
+The sigmoid is the plain least-squares fit by default (`--prior none`): the curve prior that
+ships with scalerl was learned from these very curves (benchmarks/public_curves), so scoring it
+here would score it on its training data; benchmarks/bench_forecast_loso.py scores it on
+sources it never saw. `--prior shipped` is for a `--heldout` set outside the corpus. The observed
+last value is itself one noisy measurement (GSM8K test set: 1319 problems, binomial se ~0.013 at
+p = 0.64). A curve flagged collapsed (`scalerl.fit.curves.collapse`) has no forecast; such
+predictions are counted (column `collapsed`) and left out of both forecasts' errors. Curves
+whose whole history collapses (the same test on all their points: they fall well below their
+peak by the end, which no rising curve can forecast) are reported apart, as kind "<kind>,
+collapses", and then all curves of that kind together ("<kind>, all").
 
 Deliberately left out: intervals and their coverage (issue 29's benchmark), and train-reward
 curves' errors in accuracy units (their reward is a sum of reward functions, any scale).
@@ -38,10 +45,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scalerl.fit.backtest import DEFAULT_FRACTIONS, backtest_curve, backtest_table  # noqa: E402
-from scalerl.fit.collapse import detect_collapse  # noqa: E402
-from scalerl.fit.inputs import load_groups  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig  # noqa: E402
+from scalerl.fit.curves.collapse import detect_collapse  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
+from scalerl.fit.forecast.backtest import DEFAULT_FRACTIONS, backtest_curve, backtest_table  # noqa: E402
+from scalerl.fit.forecast.prior import CurvePrior  # noqa: E402
+from scalerl.fit.readers.inputs import load_groups  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -56,7 +64,7 @@ def read_set(folder: Path) -> pd.DataFrame:
     return sources
 
 
-def backtest_set(folder: Path, max_points: int, config: FitConfig) -> pd.DataFrame:
+def backtest_set(folder: Path, max_points: int, config: FitConfig, prior=None) -> pd.DataFrame:
     """The backtest table of every curve of a set (one row per prediction), with its kind;
     `max_points` > 0: every k-th point only, k = ceil(points / max_points), and the last."""
     sources = read_set(folder)
@@ -68,7 +76,7 @@ def backtest_set(folder: Path, max_points: int, config: FitConfig) -> pd.DataFra
         keep[-1] = True  # the last point is the observed end
         rows, final = backtest_curve(group.compute[keep], group.reward[keep], run=src.file,
                                      task=src.kind, config=config,
-                                     fractions=DEFAULT_FRACTIONS)
+                                     fractions=DEFAULT_FRACTIONS, prior=prior)
         frame = pd.DataFrame(rows)
         table = backtest_table(frame, pd.DataFrame([final]))
         # A collapsed prediction has no value (NaN): counted, not scored.
@@ -83,8 +91,9 @@ def backtest_set(folder: Path, max_points: int, config: FitConfig) -> pd.DataFra
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per kind, form and fraction: errors of the forecast and of persistence on the same
-    (not collapsed) curves, their ratio, and how often the forecast was the closer one."""
+    """Per kind, form and fraction: errors of the forecast and of both persistence forecasts
+    on the same (not collapsed) curves, the ratios, and how often the forecast was the closer
+    one."""
     rows = []
     nearest = np.asarray(DEFAULT_FRACTIONS)
     at = nearest[np.argmin(np.abs(table["compute_fraction"].to_numpy()[:, None] - nearest),
@@ -92,14 +101,20 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     for (kind, form, frac), sub in table.groupby([table["kind"], table["form"], at], sort=True):
         scored = sub[np.isfinite(sub["abs_error"].astype(float))]
         med, pers = scored["abs_error"].median(), scored["persistence_abs_error"].median()
+        smooth = scored["smoothed_abs_error"].median()
         rows.append({"kind": kind, "form": form, "at": f"{frac:.0%}", "curves": len(sub),
                      "collapsed": int((sub["status"] == "collapsed").sum()),
                      "median": med, "p90": scored["abs_error"].quantile(0.9),
                      "persistence median": pers,
                      "persistence p90": scored["persistence_abs_error"].quantile(0.9),
                      "ratio": med / pers if pers > 0 else np.nan,
+                     "smoothed median": smooth,
+                     "smoothed p90": scored["smoothed_abs_error"].quantile(0.9),
+                     "ratio smoothed": med / smooth if smooth > 0 else np.nan,
                      "beats persistence": (scored["abs_error"]
-                                           < scored["persistence_abs_error"]).mean()})
+                                           < scored["persistence_abs_error"]).mean(),
+                     "beats smoothed": (scored["abs_error"]
+                                        < scored["smoothed_abs_error"]).mean()})
     return pd.DataFrame(rows)
 
 
@@ -112,15 +127,20 @@ def main() -> None:
                         "points, a typical eval cadence (default: 0 and 30)")
     parser.add_argument("--weighting", choices=("none", "noise"), default="none")
     parser.add_argument("--bootstrap", type=int, default=0)
+    parser.add_argument("--prior", default="none", help="curve prior of the sigmoid: none "
+                        "(default: the shipped one was learned from benchmarks/public_curves), "
+                        "shipped, or a prior file")
     args = parser.parse_args()
     config = FitConfig(bootstrap_n=args.bootstrap, weighting=args.weighting)
+    prior = None if args.prior == "none" else \
+        "shipped" if args.prior == "shipped" else CurvePrior.load(args.prior)
     sets = [("public", args.curves)] + ([("held-out", args.heldout)] if args.heldout else [])
     pd.set_option("display.width", 200)
     pd.set_option("display.max_columns", 20)
     for name, folder in sets:
         for max_points in args.max_points:
             t0 = time.perf_counter()
-            table = backtest_set(folder, max_points, config)
+            table = backtest_set(folder, max_points, config, prior)
             split = summary(table)
             both = summary(table.assign(kind=table["all_kind"]))
             out = pd.concat([split, both[both["kind"].isin(
@@ -129,6 +149,7 @@ def main() -> None:
             print(f"\n## {name} set ({folder.name}), "
                   + (f"thinned to <= {max_points} points" if max_points else "all points")
                   + f" ({points.min()}-{points.max()} per curve), weighting {args.weighting}, "
+                  f"prior {args.prior}, "
                   f"{time.perf_counter() - t0:.0f} s")
             print(out.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 

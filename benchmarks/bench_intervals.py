@@ -7,13 +7,13 @@
 Sets: every `*.csv` (columns step, value; one curve each) of `--curves` (the committed public
 curves, sources in its sources.csv) and of `--heldout` (a directory outside the repository,
 never committed); and the synthetic set: every row of the paper's Table 1
-(`scalerl.fit.synthetic`, R0 = 0.30), `--synthetic-seeds` draws each, a base point plus 30
+(`scalerl.fit.curves.synthetic`, R0 = 0.30), `--synthetic-seeds` draws each, a base point plus 30
 evals to 6 x C_mid, pass rates drawn Binomial(800, p) / 800 (n known, so the eval noise is
 binomial). Real curves: compute = step, the step-0 eval (if any) is R0, the final compute is
 the last step, the eval noise is estimated from the points.
 
 At 25 / 50 / 75 % of the final compute every curve is forecast from its points so far by
-`scalerl.fit.predict.predict_final` twice: "today" = the intervals before calibration
+`scalerl.fit.forecast.predict.predict_final` twice: "today" = the intervals before calibration
 (`bootstrap_method = residuals`, `calibrate_intervals = False`: percentiles of an independent
 residual bootstrap of the fitted curve), "new" = the defaults (moving-block bootstrap, eval
 noise, widening from the run's own backtest at the same horizon ratio, no interval where the
@@ -48,9 +48,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scalerl.fit.predict import FORMS, predict_final  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig, sigmoid  # noqa: E402
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid  # noqa: E402
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.forecast.predict import FORMS, predict_final  # noqa: E402
 
 FRACTIONS = (0.25, 0.5, 0.75)
 N_SAMPLES = 800  # 200 prompts x 4 samples, the default eval
@@ -126,8 +126,10 @@ def score(curves: list[dict], n_boot: int, forms) -> pd.DataFrame:
         for frac in FRACTIONS:
             k = c <= frac * final * (1 + 1e-9)
             nk = None if n is None else n[k]
-            today = predict_final(c[k], y[k], final, today_cfg, n_samples=nk, forms=forms)
-            new = predict_final(c[k], y[k], final, new_cfg, n_samples=nk, forms=forms)
+            today = predict_final(c[k], y[k], final, today_cfg, n_samples=nk, forms=forms,
+                                  prior=None)
+            new = predict_final(c[k], y[k], final, new_cfg, n_samples=nk, forms=forms,
+                                prior=None)
             for t, p in zip(today, new, strict=True):
                 rows.append({
                     "curve": curve["name"], "form": p.form, "fraction": frac,

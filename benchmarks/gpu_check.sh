@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# The one-time check of a CUDA device for the GPU study (benchmarks/gpu_check.py says what
-# each part measures): FP32-head log-prob mismatch generator vs trainer in bf16 (the trainer's
-# head with fp32 and with bf16 operands), trainer tokens/s and MFU, one short `scalerl train`
-# chunk of a locally built Qwen3-architecture model (no download), the device's copy and GEMM
-# rates (the planner's calibration: scalerl plan --gpu NAME --calibration OUT/gpu_check.json),
-# the trainer FP32 head at V = 151,936 timed with fp32 x fp32 against bf16 operands, and the
-# planner's trainer memory against torch.cuda.max_memory_allocated at 8,192 tokens. Figures go
-# to stdout and OUT/gpu_check.json. A machine without vllm runs the HF engine only (the
-# mismatch and chunk parts say so).
+# The one-time check of a CUDA device for the GPU study, prepared for one GPU without vLLM and
+# without network (e.g. one H200 with PyTorch 2.11 CUDA and transformers 5.17), in at most 8
+# minutes: the trainer-side checks (benchmarks/gpu_check.py says what each part measures):
+#   - the trainer's FP32 head at V = 151,936: the GEMM it takes (torch.mm(bf16, bf16,
+#     out_dtype=float32) on CUDA), timed with fp32 x fp32 against bf16 operands;
+#   - the planner's trainer memory against torch.cuda.max_memory_allocated at 8,192 tokens;
+#   - a 3-step `scalerl train` chunk of a locally built Qwen3-architecture model with the HF
+#     engine (no download);
+#   - trainer tokens/s and MFU, the device's copy and GEMM rates (the planner's calibration:
+#     scalerl plan --gpu NAME --calibration OUT/gpu_check.json), the generator/trainer
+#     log-prob mismatch (vLLM too where the vllm module imports).
+# Every part that does not run prints `gpu_check: PART skipped: WHY`; the parts stop starting
+# after 7 minutes (--time-budget-s 420). Figures go to stdout and OUT/gpu_check.json.
 #
 #   benchmarks/gpu_check.sh [OUT]            # OUT defaults to results/gpu_check
 #   PYTHON=.venv/bin/python benchmarks/gpu_check.sh
 #
 # With CUDA: a ~150M-parameter shape (hidden 1024, 12 layers, GQA 16/8 x 64), batches of
-# 16 x 2048 tokens, the chunk on vLLM when it is installed. Without CUDA: the small default
-# shape on CPU; the CUDA-only parts (MFU, device rates, head timing, planner memory) print
-# "skipped: ..." and the plan check runs against --gpu-mem 80GB.
+# 16 x 2048 tokens. Without CUDA: the small default shape on CPU; the CUDA-only parts (MFU,
+# device rates, head timing, planner memory) print "skipped: ..." and the chunk's plan check
+# runs against --gpu-mem 80GB.
 #
 # Then, with two or more GPUs, benchmarks/fsdp_check.py under torchrun on 2 of them: one FSDP2
 # optimizer step of the trainer at the shipped one-node layout's shapes (config/gpu.yaml +
@@ -28,16 +32,15 @@ OUT=${1:-results/gpu_check}
 PYTHON=${PYTHON:-python}
 HERE=$(cd "$(dirname "$0")" && pwd)
 export PYTHONPATH="$HERE/..${PYTHONPATH:+:$PYTHONPATH}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # no network: nothing may be fetched
 GPUS=$("$PYTHON" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)')
 FSDP=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 "$HERE/fsdp_check.py"
       --out "$OUT")
 if [ "$GPUS" -gt 0 ]; then
-  ENGINE=hf
-  if "$PYTHON" -c 'import vllm' 2>/dev/null; then ENGINE=vllm; fi
   "$PYTHON" "$HERE/gpu_check.py" --out "$OUT" --hidden 1024 --layers 12 --heads 16 \
     --kv-heads 8 --head-dim 64 --intermediate 3072 --sft-lr 1e-3 --batch 16 --seq 2048 \
-    --timed-steps 3 --train-steps 3 --engine "$ENGINE" --head-operands \
-    --head-hidden 2048 --head-tokens 2048 --plan-tokens 8192
+    --timed-steps 3 --train-steps 3 --engine hf --head-operands \
+    --head-hidden 2048 --head-tokens 2048 --plan-tokens 8192 --time-budget-s 420
   if [ "$GPUS" -ge 2 ]; then
     CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0,1} "${FSDP[@]}" --device cuda
   else

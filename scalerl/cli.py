@@ -21,11 +21,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("scalerl.plan.cli", "check that a run or sweep fits the device memory (no work)"),
     "train": ("scalerl.train", "run one training chunk of one run (checkpoint + steps.parquet)"),
     "eval": ("scalerl.eval.cli", "evaluate a checkpoint on held-out prompts into Parquet"),
-    "fit": ("scalerl.fit.cli", "fit sigmoidal compute-performance curves and extrapolate"),
-    "report": ("scalerl.fit.report_cli", "collect fits of a sweep into the scaling report"),
-    "predict": ("scalerl.fit.predict_cli", "predict runs' final value and A from their logs or evals so far"),
-    "race": ("scalerl.fit.racing", "stop runs of a sweep whose predicted A is clearly below the best"),
-    "watch": ("scalerl.fit.watch", "follow runs while they train: forecasts, verdicts, updated plot"),
+    "fit": ("scalerl.fit.commands.fit", "fit sigmoidal compute-performance curves and extrapolate"),
+    "report": ("scalerl.fit.commands.report", "collect fits of a sweep into the scaling report"),
+    "predict": ("scalerl.fit.commands.predict", "predict runs' final value and A from their logs or evals so far"),
+    "across": ("scalerl.fit.commands.across", "predict a run of an untried model size (or length) from runs of other sizes"),
+    "race": ("scalerl.fit.commands.race", "stop runs of a sweep whose predicted A is clearly below the best"),
+    "watch": ("scalerl.fit.commands.watch", "follow runs while they train: forecasts, verdicts, updated plot"),
+    "prior": ("scalerl.fit.commands.prior", "rebuild the curve prior of the forecasts from a corpus of public RL curves"),
 }
 
 

@@ -144,9 +144,13 @@ def run(args: argparse.Namespace) -> int:
 LONGEST_BY_CHARS = 32  # train prompts formatted to find the longest in tokens
 
 
-def longest_prompt_tokens(prompts: str, model_dir: str, model_cfg: Any = None) -> int | None:
-    """Tokens of the longest train prompt as the trainer formats it (the `LONGEST_BY_CHARS`
-    longest by characters are tokenized); None when the file or tokenizer is not there."""
+def estimate_longest_prompt_tokens(prompts: str, model_dir: str, model_cfg: Any = None
+                                   ) -> int | None:
+    """An estimate for the memory plan: tokens of the longest of the `LONGEST_BY_CHARS` train
+    prompts that are longest in characters, formatted as the trainer formats them (a prompt
+    with fewer characters but more tokens is missed; the trainer's exact count over every
+    prompt is `scalerl.rollout.vllm_settings.longest_prompt_tokens`); None when the file or
+    tokenizer is not there."""
     from pathlib import Path
 
     from scalerl.models.loading import format_prompt, load_model_config, load_tokenizer
@@ -175,7 +179,7 @@ def check_plan(cfg: Any, init: str, prompts: str, model_cfg: Any, gpu_mem: str |
         return None
     from scalerl.utils.log import progress
 
-    longest = longest_prompt_tokens(prompts, init, model_cfg)
+    longest = estimate_longest_prompt_tokens(prompts, init, model_cfg)
     from scalerl.parallel.world import slurm_nodes
 
     nodes = max(1, slurm_nodes())

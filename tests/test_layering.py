@@ -1,9 +1,18 @@
-"""The package's import layers: no unit imports a unit of a higher layer, and no cycles.
+"""The package's import layers: no unit imports a unit of a higher layer, and no module import
+cycle anywhere in scalerl.
 
 A unit is a subpackage of `scalerl` (`scalerl/rl/`) or a top-level module (`scalerl/config.py`).
 The units are read from the tree, so a new package or module is covered by default: one that
 is missing from `LAYERS` fails the test until it is placed there. Imports are read from the
 source with `ast`, so a function-level import counts too (docs/design.md, "Package layout").
+
+Cycles are checked between modules as well as between units: module A imports module B when A
+names B (`import scalerl.x.b`, `from scalerl.x import b`, `from scalerl.x.b import name`, or
+the relative forms), at module level or inside a function; an import under
+`if TYPE_CHECKING:` runs never and does not count. `from scalerl.x import name` of a name that
+is not a module imports the package face `scalerl/x/__init__.py`, which counts like any module
+(a submodule importing its own package's face while the face imports it is a cycle). The
+implicit import of a module's parent packages does not count.
 """
 
 import ast
@@ -56,6 +65,119 @@ def imports() -> dict[str, dict[str, list[str]]]:
                     where = str(path.relative_to(PACKAGE.parent))
                     graph.setdefault(unit, {}).setdefault(name.split(".")[1], []).append(where)
     return graph
+
+
+def _modules() -> dict[str, Path]:
+    """{dotted module name: file}; a package is its `__init__.py`."""
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def _imported_modules(name: str, path: Path, node: ast.AST, modules: dict) -> list[str]:
+    """The scalerl modules an import statement of module `name` (file `path`) loads by name."""
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:  # relative: from the module's package, up level - 1 packages
+            package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+            package = package[:len(package) - (node.level - 1)]
+            base = ".".join(package + ([base] if base else []))
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                   for a in node.names]
+    out = []
+    for target in targets:
+        while target and target not in modules:  # `import scalerl.x.y.z`: its deepest module
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            out.append(target)
+    return out
+
+
+def module_graph() -> dict[str, set[str]]:
+    """{module: modules it imports} over every module of scalerl (module docstring)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skip:
+                graph[name].update(_imported_modules(name, path, node, modules))
+    return graph
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected components of more than one node (or one
+    that imports itself), each sorted, largest first (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph[node]:
+                        out.append(sorted(component))
+    return sorted(out, key=lambda c: (-len(c), c))
+
+
+def test_the_module_graph_sees_every_kind_of_import():
+    """The graph's reading of imports, on modules whose imports are known: a module-level
+    import, a function-level one, a package face, and one under TYPE_CHECKING (absent)."""
+    graph = module_graph()
+    assert "scalerl.rollout.config" in graph["scalerl.rollout.hf_engine"]  # module level
+    assert "scalerl.rollout.hf_engine" in graph["scalerl.rollout.factory"]  # in a function
+    assert "scalerl.tracking" in graph["scalerl.rl.trainer"]  # `from scalerl.tracking import`
+    assert "scalerl.tracking.factory" in graph["scalerl.tracking"]  # the face's own import
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [
+        ["a", "b", "c"]]
+    assert strongly_connected({"a": {"a"}, "b": set()}) == [["a"]]
+
+
+def test_no_import_cycles_between_modules():
+    cycles = strongly_connected(module_graph())
+    assert not cycles, f"{len(cycles)} import cycle(s) among the modules of scalerl:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
 
 
 def test_every_unit_of_the_tree_has_a_layer():

@@ -12,8 +12,8 @@
    `scalerl.tasks.loaders`), the tasks the run trains on (of a downstream set: those of them
    it has), the first `max_prompts` of each task in file order (`select_prompts`);
 3. generate `samples_per_prompt` completions per prompt with the run's engine
-   (`scalerl.rollout.config.make_engine`; the whole set submitted at once, graded on worker
-   threads as samples finish: `evaluate_rows`); every sample has its own seed derived from
+   (`scalerl.rollout.factory.make_engine` of `RunConfig.engine_config`; the whole set
+   submitted at once, graded on worker threads as samples finish: `evaluate_rows`); every sample has its own seed derived from
    (run seed, prompt_id, sample_idx), so all checkpoints of a run see the same random numbers
    (common random numbers make the chunk-to-chunk differences less noisy);
 4. score each completion with `scalerl.rewards` and write one row per completion
@@ -287,7 +287,8 @@ def run_eval(
     from scalerl.config import config_hash
     from scalerl.models.loading import format_prompt, load_tokenizer
     from scalerl.rewards import score_many
-    from scalerl.rollout.config import EngineConfig, encode_text, make_engine
+    from scalerl.rollout.config import encode_text
+    from scalerl.rollout.factory import make_engine
 
     hf_logging.disable_progress_bar()  # no weight-loading bars in the job logs
     checkpoint = Path(checkpoint)
@@ -325,13 +326,8 @@ def run_eval(
         vllm = resolve_max_model_len(run_cfg.vllm, max(r.max_new_tokens for r in requests),
                                      max(len(r.prompt_ids) for r in requests)
                                      ).for_blocking_use()  # reproducible: the sync engine
-    engine_cfg = EngineConfig(
-        backend=run_cfg.engine, temperature=settings.temperature, seed=settings.seed,
-        interruption_text=settings.interruption_text, device=run_cfg.device,
-        threads=run_cfg.threads, max_batch=run_cfg.gen_batch or recipe.samples_per_step,
-        vllm=vllm,
-    )
-    engine = make_engine(checkpoint, model_cfg, engine_cfg)
+    engine = make_engine(checkpoint, model_cfg,
+                         run_cfg.engine_config(temperature=settings.temperature, vllm=vllm))
     try:
         samples_out = evaluate_rows(engine, rows, requests, score_many,
                                     rewards=(recipe.reward_correct, recipe.reward_incorrect))

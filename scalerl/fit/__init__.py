@@ -1,24 +1,38 @@
-"""scalerl.fit: sigmoidal compute-performance fits (Khatri et al. 2025, Eq. 1), the power law
-beside them, bootstrap intervals, extrapolation checks, fixed-A comparisons, the budget
-planner, plots, and the `scalerl fit` / `scalerl report` commands.
+"""scalerl.fit: sigmoidal compute-performance fits (Khatri et al. 2025, Eq. 1) and forecasts of
+runs from their points so far, for scalerl's own sweeps and for the logs of any trainer.
 
-Modules, top down: `sigmoid` (model, FitConfig, ranges, the fit), `optimize` (vectorised
-grid search, bounded polish), `powerlaw`, `bootstrap`, `curve` (one curve end to end =
-fit.json), `compare` (common-A refit), `inputs` (files -> curves), `plots`, `report`, `cli`,
-`report_cli`, `synthetic` (the paper's Table 1 curves for tests and benchmarks), `noise`
-(binomial standard errors, weights, the noise floor), `collapse` (runs that rise then fall),
-`predict` + `predict_cli` (final pass rate and A from a run's evals so far), `intervals`
-(their calibrated intervals: the value a user will observe and the mean curve), `racing` (stop
-runs whose A is clearly below the best's; `scalerl race`), `backtest` (error of those
-predictions against finished runs, and of the persistence forecast), `logs` (TensorBoard event
-files and MLflow stores as tables), `forecast` (predictions and verdicts for the runs of any
-log), `watch` (`scalerl watch`: follow runs while they train).
+Five layers, bottom to top; a module imports only its own layer and those below
+(tests/fit/test_layout.py; docs/design.md, "Package layout"):
+
+1. `curves`: curve math on arrays: the sigmoid, `FitConfig` and the fit (`sigmoid`,
+   `optimize`), the power law, bootstrap intervals, eval noise and weights, collapse, one
+   curve end to end = fit.json (`curve`), the common-A refit (`compare`), Table 1 curves;
+2. `readers`: any run's logs -> curves: Parquet/CSV tables (`tables`), TensorBoard and MLflow
+   (`logs`), naming and grouping into curves (`inputs`), model sizes (`sizes`);
+3. `forecast`: a run's final value and A from its points so far (`predict`), their calibrated
+   intervals (`intervals`), the backtest of forecasts (`backtest`), the racing rule
+   (`racing`), the forecasts and verdicts of the runs of any log (`runs`), the curve
+   prior learned from public RL runs (`prior`, shipped as `curve_prior.json`; `joint`: fits
+   with it, one run or a sweep's runs jointly; `corpus`: its empirical-Bayes estimate,
+   rebuilt by `scalerl prior`), and a run of an untried model size or generation length from
+   runs of other sizes (`across`);
+4. `report`: the scaling report (`scaling`) and its sections (`axes`, `across`, `backtest`,
+   `racing`, `mismatch`), the forecast table (`forecasts`), the figures (`plots`, `panels`);
+5. `commands`: `scalerl fit`, `predict`, `across`, `race`, `watch`, `report`, `prior`, and
+   the flags they share (`options`).
+
+This face re-exports the entry points below; `scalerl.fit.sigmoid` and `scalerl.fit.predict`
+are kept as import paths (re-exports of `curves.sigmoid` and `forecast.predict`). No module of
+scalerl.fit imports this face or those two paths: they import the modules themselves.
 """
 
-from scalerl.fit.compare import Curve, refit_common_a
-from scalerl.fit.curve import CurveFit, fit_curve
-from scalerl.fit.powerlaw import fit_power_law
-from scalerl.fit.sigmoid import FitConfig, FitError, compute_for_fraction, fit_sigmoid
+from scalerl.fit.curves.compare import Curve, refit_common_a
+from scalerl.fit.curves.curve import CurveFit, fit_curve
+from scalerl.fit.curves.powerlaw import fit_power_law
+from scalerl.fit.curves.sigmoid import FitConfig, FitError, compute_for_fraction, fit_sigmoid
+from scalerl.fit.forecast.across import predict_across
+from scalerl.fit.forecast.predict import Prediction, predict_final
 
 __all__ = ["FitConfig", "FitError", "fit_sigmoid", "fit_curve", "CurveFit", "fit_power_law",
-           "refit_common_a", "Curve", "compute_for_fraction"]
+           "refit_common_a", "Curve", "compute_for_fraction", "predict_final", "Prediction",
+           "predict_across"]

@@ -14,12 +14,20 @@ ScaleRL (Khatri et al. 2025, sec. 3.2, Fig. 5b) computes the head in FP32 on bot
 generator and the trainer, because the generator/trainer probability mismatch that distorts
 the importance ratio rho = pi_train / pi_gen is largest at the LM head (MiniMax-M1). The same
 `lm_head_logits` is used by the HF engine, so both sides round the same way. The FP32 head is
-never autocast: `fp32_linear` switches autocast off and multiplies in float32. For bf16/fp16
-inputs it uses `torch.mm(..., out_dtype=torch.float32)` where the device supports it (probed
-once per device type, forward and backward; CUDA builds do, torch 2.13 CPU raises
-NotImplementedError) and upcasts with `.float()` otherwise. Both give the same math: a product
-of two bf16 (or fp16) numbers is exact in float32 and the sum is accumulated in float32; the
-out_dtype path only saves the float32 copy of the [V, H] weight.
+never autocast: `fp32_linear` switches autocast off and multiplies in float32.
+
+The GEMM (`head_gemm(device_type, operands, dtype)` says which one runs): with bf16/fp16
+operands it is `torch.mm(a, b, out_dtype=torch.float32)` ("mm_out_dtype": tensor cores on
+CUDA, fp32 accumulation and output, no fp32 copy of the [V, H] weight) where the device has
+that op, else the same operands upcast with `.float()` ("upcast": an fp32 copy of the weight,
+an fp32 x fp32 GEMM); float32 operands multiply as they are ("float32"). Both low-precision
+paths give the same math: a product of two bf16 (or fp16) numbers is exact in float32 and the
+sum is accumulated in float32. `mm_out_dtype_supported` probes the op once per device type,
+forward only: the op has no derivative on any device (torch 2.13, `derivative for aten::mm is
+not implemented`), and nothing here needs one: the chunked head's custom backward calls the
+op itself, and `fp32_linear` gives it the same backward through `_Bf16OperandMm`. CUDA has it,
+the meta device has it (it shares CUDA's op schema, dtype and autograd rules: tests check the
+CUDA path there), torch 2.13's CPU does not (NotImplementedError).
 
 Head operands (`operands`, `StepNumerics.lm_head_operands`): with float32 hidden states and
 master weights (the trainer) the FP32 head is an fp32 x fp32 GEMM, which CUDA runs on its
@@ -55,16 +63,19 @@ Cohere); such models are rejected with a clear error rather than scored wrongly.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["HEAD_OPERANDS", "fp32_linear", "head_token_logprobs", "lm_head_logits",
-           "model_body", "positions_from_mask", "sequence_logprobs"]
+__all__ = ["HEAD_GEMMS", "HEAD_OPERANDS", "fp32_linear", "head_gemm", "head_token_logprobs",
+           "lm_head_logits", "mm_out_dtype_supported", "model_body", "positions_from_mask",
+           "sequence_logprobs"]
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 HEAD_OPERANDS = (None, "float32", "bfloat16")
+HEAD_GEMMS = ("mm_out_dtype", "upcast", "float32")  # head_gemm's answers (module docstring)
 
 
 def _check_supported(model) -> None:
@@ -78,6 +89,13 @@ def _check_supported(model) -> None:
             )
 
 
+def _no_autocast(device_type: str):
+    """Autocast off on `device_type` (a device without autocast, e.g. meta: nothing to do)."""
+    if torch.amp.is_autocast_available(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def model_body(model):
     """The transformer body (everything before the LM head)."""
     body = getattr(model, "base_model", None)
@@ -88,14 +106,44 @@ def model_body(model):
 
 @functools.cache
 def mm_out_dtype_supported(device_type: str) -> bool:
-    """Whether `torch.mm(a, b, out_dtype=torch.float32)` runs forward and backward for bf16
-    inputs on this device type (probed once on 2x2 tensors)."""
+    """Whether `torch.mm(a, b, out_dtype=torch.float32)` runs for bf16 a, b on this device type:
+    probed once, forward only, on 2x2 tensors (module docstring: the op has no derivative, and
+    the head never asks it for one). False for a device type this process cannot allocate on."""
     try:
-        a = torch.ones(2, 2, dtype=torch.bfloat16, device=device_type, requires_grad=True)
-        torch.mm(a, a.detach(), out_dtype=torch.float32).sum().backward()
-    except (RuntimeError, NotImplementedError, TypeError):
+        a = torch.ones(2, 2, dtype=torch.bfloat16, device=device_type)
+        out = torch.mm(a, a, out_dtype=torch.float32)
+    except (RuntimeError, NotImplementedError, TypeError, AssertionError):  # no such device/op
         return False
-    return a.grad is not None
+    return out.dtype == torch.float32
+
+
+def _low_precision(x_dtype: torch.dtype, w_dtype: torch.dtype,
+                   operands: str | None) -> torch.dtype | None:
+    """The dtype both head operands are multiplied in when it is below float32 (bfloat16 for
+    bf16 operands; the inputs' own for low-precision inputs of one dtype), else None."""
+    if operands == "bfloat16":
+        return torch.bfloat16
+    if x_dtype == w_dtype and x_dtype in _LOW_PRECISION:
+        return x_dtype
+    return None
+
+
+def head_gemm(device_type: str, operands: str | None,
+              dtype: torch.dtype | str = torch.float32) -> str:
+    """The GEMM the FP32 head runs on `device_type` for `operands` and hidden states and head
+    weight in `dtype`: "mm_out_dtype", "upcast" or "float32" (module docstring). The trainer
+    and the planner (`scalerl.plan.adapters`) ask the same question."""
+    if operands not in HEAD_OPERANDS:
+        raise ValueError(f"operands {operands!r}: one of {HEAD_OPERANDS}")
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    return _gemm(device_type, dtype, dtype, operands)
+
+
+def _gemm(device_type: str, x_dtype: torch.dtype, w_dtype: torch.dtype,
+          operands: str | None) -> str:
+    if _low_precision(x_dtype, w_dtype, operands) is None:
+        return "float32"
+    return "mm_out_dtype" if mm_out_dtype_supported(device_type) else "upcast"
 
 
 def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -106,29 +154,48 @@ def _mm_fp32_out(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.mm(a.float(), b.float())
 
 
+class _Bf16OperandMm(torch.autograd.Function):
+    """x [N, H] @ weight [V, H].T -> [N, V] float32 with both operands rounded to bfloat16, and
+    the backward the chunked head has with bf16 operands: the logits' gradient rounded to
+    bfloat16, each gradient GEMM `_mm_fp32_out` (fp32 accumulation), gradients in the inputs'
+    dtypes. Gives the unchunked head a derivative of the out_dtype op, which has none."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x, weight)
+        return _mm_fp32_out(x.to(torch.bfloat16), weight.to(torch.bfloat16).t())  # [N, V]
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        g = grad.to(torch.bfloat16)  # [N, V]
+        grad_x = (_mm_fp32_out(g, weight.to(torch.bfloat16)).to(x.dtype)
+                  if ctx.needs_input_grad[0] else None)  # [N, H]
+        grad_w = (_mm_fp32_out(g.t(), x.to(torch.bfloat16)).to(weight.dtype)
+                  if ctx.needs_input_grad[1] else None)  # [V, H]
+        return grad_x, grad_w
+
+
 def fp32_linear(x: torch.Tensor, weight: torch.Tensor,
                 bias: torch.Tensor | None = None, operands: str | None = None) -> torch.Tensor:
     """x [..., H] @ weight [V, H].T (+ bias) -> [..., V] float32, autocast off (see the module
-    docstring for the out_dtype path and `operands`)."""
+    docstring for the GEMM and `operands`)."""
     if operands not in HEAD_OPERANDS:
         raise ValueError(f"operands {operands!r}: one of {HEAD_OPERANDS}")
     b32 = bias.float() if bias is not None else None
-    if operands == "bfloat16":
-        with torch.autocast(x.device.type, enabled=False):
-            flat = _mm_fp32_out(x.reshape(-1, x.shape[-1]).to(torch.bfloat16),
-                                weight.to(torch.bfloat16).t())  # [N, V]
-            out = flat.reshape(*x.shape[:-1], weight.shape[0])  # [..., V]
-            return out + b32 if b32 is not None else out
-    with torch.autocast(x.device.type, enabled=False):
-        if x.dtype == weight.dtype == torch.float32:
-            return F.linear(x, weight, b32)  # [..., V]
-        if (x.dtype == weight.dtype and x.dtype in _LOW_PRECISION
-                and mm_out_dtype_supported(x.device.type)):
-            flat = torch.mm(x.reshape(-1, x.shape[-1]), weight.t(),
-                            out_dtype=torch.float32)  # [N, V]
-            out = flat.reshape(*x.shape[:-1], weight.shape[0])  # [..., V]
-            return out + b32 if b32 is not None else out
-        return F.linear(x.float(), weight.float(), b32)  # [..., V]
+    low = _low_precision(x.dtype, weight.dtype, operands)
+    with _no_autocast(x.device.type):
+        if low is None:
+            return F.linear(x.float(), weight.float(), b32)  # [..., V] fp32 x fp32
+        flat = x.reshape(-1, x.shape[-1])  # [N, H]
+        if operands == "bfloat16":
+            out = _Bf16OperandMm.apply(flat, weight)  # [N, V]
+        elif torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+            return F.linear(x.float(), weight.float(), b32)  # exact fp32 gradients
+        else:
+            out = _mm_fp32_out(flat, weight.t())  # [N, V]
+        out = out.reshape(*x.shape[:-1], weight.shape[0])  # [..., V]
+        return out + b32 if b32 is not None else out
 
 
 def lm_head_logits(model, hidden: torch.Tensor, fp32_lm_head: bool,
@@ -152,16 +219,16 @@ def _chunk_logits(hidden, weight, bias, temperature: float, fp32: bool,
     if fp32:
         logits = fp32_linear(hidden, weight, bias, operands)  # [c, V]
     else:
-        with torch.autocast(hidden.device.type, enabled=False):
+        with _no_autocast(hidden.device.type):
             logits = F.linear(hidden, weight, bias).float()  # [c, V] in the inputs' dtype
     return logits.div_(temperature)
 
 
 def _upcast_once(hidden, weight, fp32: bool, operands: str | None = None) -> bool:
-    """Whether the FP32 head would upcast a low-precision weight in every chunk (no out_dtype
-    mm for it): then each pass casts it to float32 once instead."""
-    return fp32 and operands != "bfloat16" and weight.dtype != torch.float32 and not (
-        hidden.dtype == weight.dtype and mm_out_dtype_supported(weight.device.type))
+    """Whether the FP32 head would upcast a low-precision weight in every chunk (operands as
+    given, and no out_dtype mm for them): then each pass casts it to float32 once instead."""
+    return (fp32 and operands != "bfloat16" and weight.dtype != torch.float32
+            and _gemm(weight.device.type, hidden.dtype, weight.dtype, operands) != "mm_out_dtype")
 
 
 def _head_operand(weight, fp32: bool, operands: str | None):

@@ -3,7 +3,8 @@
 - `plan_inputs_from_run(run, arch, ...)`: a RunConfig-shaped mapping (run.yaml) to PlanInputs.
   The trainer numerics are `RunConfig.numerics` (`param_dtype`, `compute_dtype`,
   `logprob_chunk_tokens`, `micro_batch_tokens`, `gradient_checkpointing`; `compute_dtype:
-  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`); vLLM's memory
+  auto` is planned as bfloat16, what it is on CUDA, unless `device: cpu`; the FP32 head's
+  GEMM is the one the trainer will take, `planned_head_gemm`); vLLM's memory
   from `RunConfig.vllm` (`scalerl.rollout.vllm_settings.VllmSettings`; `max_model_len: 0` =
   the generation cap + the prompt, as the trainer resolves it).
 - `plan_inputs_from_sweep(runs, models, ...)`: the same for a list of run mappings whose
@@ -30,8 +31,8 @@ from scalerl.plan.check import PlanReport, check_fits
 from scalerl.plan.memory import MiB, PlanInputs
 
 __all__ = ["DEFAULT_PROMPT_TOKENS", "PlanError", "SweepRuns",
-           "arch_of_model_config", "is_sweep_config", "model_dtype_of", "sweep_runs",
-           "plan_inputs_from_run", "plan_inputs_from_sweep", "preflight"]
+           "arch_of_model_config", "is_sweep_config", "model_dtype_of", "planned_head_gemm",
+           "sweep_runs", "plan_inputs_from_run", "plan_inputs_from_sweep", "preflight"]
 
 DEFAULT_PROMPT_TOKENS = 1024
 
@@ -68,14 +69,16 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
     operands = numerics.lm_head_operands  # auto: bf16 on CUDA (planned here), fp32 on CPU
     if operands == "auto":
         operands = "float32" if run_cfg.device == "cpu" else "bfloat16"
+    gemm = planned_head_gemm(operands, param_dtype, cuda=run_cfg.device != "cpu")
     return PlanInputs(
         arch=model_arch,
         prompts_per_step=recipe.prompts_per_step,
         generations_per_prompt=recipe.generations_per_prompt,
         prompt_tokens=prompt_tokens, generation_tokens=cap,
         param_dtype=param_dtype, compute_dtype=compute_dtype,
-        fp32_lm_head=recipe.fp32_lm_head, lm_head_operands=operands,
+        fp32_lm_head=recipe.fp32_lm_head, lm_head_operands=operands, lm_head_gemm=gemm,
         gradient_checkpointing=numerics.gradient_checkpointing,
+        gradient_sync=numerics.gradient_sync,
         logprob_chunk_tokens=numerics.logprob_chunk_tokens,
         micro_batch_tokens=numerics.micro_batch_tokens,
         micro_batch_groups=int(run["train_micro_batch"]),
@@ -92,6 +95,19 @@ def plan_inputs_from_run(run: Mapping[str, Any], model_arch: ModelArch, *,
         trainer_ranks=run_cfg.trainer_ranks, nodes=nodes,
         generator_devices=vllm.tensor_parallel_size if run_cfg.engine == "vllm" else 1,
     )
+
+
+def planned_head_gemm(operands: str, param_dtype: str, *, cuda: bool) -> str:
+    """The GEMM the trainer's FP32 head will run (`scalerl.models.logprobs.head_gemm`, the
+    trainer's own choice) with this torch: on CUDA where this process has CUDA, else the meta
+    device answers for it (it has CUDA's op schema: whether this torch offers
+    `torch.mm(bf16, bf16, out_dtype=float32)`); on CPU for a CPU run."""
+    import torch
+
+    from scalerl.models.logprobs import head_gemm
+
+    device = "cuda" if cuda and torch.cuda.is_available() else "meta" if cuda else "cpu"
+    return head_gemm(device, operands, param_dtype)
 
 
 def plan_inputs_from_sweep(runs: Sequence[Mapping[str, Any]],

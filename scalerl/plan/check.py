@@ -3,10 +3,10 @@
 Placement follows `scalerl.rl.trainer.resolve_devices` (`PlanInputs.placement`, printed): one
 device per trainer rank (cuda:0 the main rank); in pipeline mode each generator on its own
 device(s) after the main rank's node's ranks when that node holds them, else all on cuda:0;
-the in-process modes (on-policy, PPO) run the engine inside the main rank (an HF engine shares
-the trainer's model at one rank and runs between optimizer steps, so the larger of generation
-and training counts; at several ranks it generates on a copy in the model's dtype; a vLLM
-engine keeps its cache, so both count). With several ranks the other ranks' devices hold the
+the in-process modes (on-policy, PPO) run the engine inside the main rank (an HF engine runs
+between optimizer steps, so the larger of generation and training counts; it samples in the
+model's dtype: from the trainer's own model at one rank when the parameters are in that dtype,
+else from a copy that stays between steps; a vLLM engine keeps its cache, so both count). With several ranks the other ranks' devices hold the
 trainer terms alone. `scalerl eval` runs one engine alone on one device.
 
 Problems (each one line, naming the knob): a device whose terms exceed its memory; a vLLM
@@ -16,8 +16,9 @@ shared device that would not find its utilisation share free when it starts. A K
 holds fewer than `gen_batch` full sequences is a note (vLLM queues the rest: time, not memory).
 
 Knobs for a trainer that does not fit are searched, not guessed: each candidate change
-(`logprob_chunk_tokens`, `gradient_checkpointing`, `micro_batch_tokens` / `train_micro_batch`)
-is re-planned and reported only if it makes the device fit; when no single change does, the
+(`logprob_chunk_tokens`, `gradient_checkpointing`, `gradient_sync`, `trainer_ranks`,
+`micro_batch_tokens` / `train_micro_batch`) is re-planned and reported only if it makes the
+device fit; when no single change does, the
 combination is reported, and when even one sequence with all of them does not fit, the
 structural knobs (generation length, generators on their own devices, the dtype).
 
@@ -30,6 +31,7 @@ import dataclasses
 
 from scalerl.plan.memory import (
     DTYPE_BYTES,
+    HEAD_GEMM_TEXT,
     VLLM_BLOCK_TOKENS,
     GiB,
     MiB,
@@ -94,6 +96,8 @@ class PlanReport:
             f"{inp.micro_tokens:,} tokens x {inp.micro_batches} micro-batches"
             f"{' per rank' if inp.trainer_ranks > 1 else ''}, {ckpt} "
             f"checkpointing, log-prob chunk {chunk}",
+            f"  FP32 head GEMM: {HEAD_GEMM_TEXT[inp.head_gemm]}" if inp.fp32_lm_head else
+            "  LM head in the compute dtype (fp32_lm_head off)",
             f"  trainer ranks: {inp.trainer_ranks} (FSDP2 over {inp.nodes} node(s) x "
             f"{inp.devices} device(s))" if inp.trainer_ranks > 1 else
             f"  trainer ranks: 1 ({inp.devices} device(s))",
@@ -156,28 +160,39 @@ def _chunk_knob(inp: PlanInputs, available: int) -> str | None:
 
 
 def _ranks_knob(inp: PlanInputs, available: int) -> str | None:
-    """More FSDP2 trainer ranks (smaller shards), if the nodes have the devices for them."""
+    """More FSDP2 trainer ranks (smaller shards), if the nodes have the devices for them; with
+    the gradients reduce-scattered per micro-batch when waiting unsharded does not fit."""
     gen_devices = inp.generators_per_node * inp.generator_devices if inp.pipeline else 0
     most = inp.nodes * max(0, inp.devices - gen_devices)
     ranks = inp.trainer_ranks * 2
     while ranks <= most:
-        if ranks % inp.nodes == 0 and \
-                _trainer_need(inp.replace(trainer_ranks=ranks)) <= available:
-            return f"trainer_ranks: raise to {ranks} (parameters, gradients and AdamW sharded)"
+        if ranks % inp.nodes == 0:
+            more = inp.replace(trainer_ranks=ranks)
+            what = f"trainer_ranks: raise to {ranks} (parameters, gradients and AdamW sharded)"
+            if _trainer_need(more) <= available:
+                return what
+            if more.gradient_sync == "step" and \
+                    _trainer_need(more.replace(gradient_sync="micro_batch")) <= available:
+                return what + " + gradient_sync: micro_batch"
         ranks *= 2
     return None
 
 
 def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | None]:
     """(options, why none) for the trainer to fit `available` bytes (module docstring): every
-    single change that suffices, then checkpointing + 2048-token log-prob chunks + the
-    largest micro-batch that fits with them; when nothing does, the reason."""
+    single change that suffices, then checkpointing + 2048-token log-prob chunks (+ gradients
+    reduce-scattered per micro-batch at several ranks) + the largest micro-batch that fits
+    with them; when nothing does, the reason."""
     if _trainer_need(inp) <= available:
         return [], None
     options = [_chunk_knob(inp, available)]
     if not inp.gradient_checkpointing and \
             _trainer_need(inp.replace(gradient_checkpointing=True)) <= available:
         options.append("gradient_checkpointing: true")
+    if inp.trainer_ranks > 1 and inp.gradient_sync == "step" and \
+            _trainer_need(inp.replace(gradient_sync="micro_batch")) <= available:
+        options.append("gradient_sync: micro_batch (gradients reduce-scattered per "
+                       "micro-batch, not held unsharded)")
     options.append(_ranks_knob(inp, available))
     tokens = _largest_fitting_tokens(inp, available)
     options.append(_micro_knob(inp, tokens) if tokens else None)
@@ -188,6 +203,9 @@ def trainer_fixes(inp: PlanInputs, available: int) -> tuple[list[str], str | Non
     if (combo.logprob_chunk_tokens or combo.micro_tokens) > 2048:
         combo = combo.replace(logprob_chunk_tokens=2048)
         changes.append("logprob_chunk_tokens: set to 2048")
+    if combo.trainer_ranks > 1 and combo.gradient_sync == "step":
+        combo = combo.replace(gradient_sync="micro_batch")
+        changes.append("gradient_sync: micro_batch")
     combo_tokens = _largest_fitting_tokens(combo, available)
     if changes and _trainer_need(combo) <= available:
         options.append(" + ".join(changes))
@@ -351,10 +369,13 @@ def _in_process_use(inp: PlanInputs, trainer: list[Term], capacity: int) -> Devi
         engine = [t for t in generator_terms(inp, inp.gen_batch, process="engine")
                   if not t.label.startswith("process margin")]
         return DeviceUse("train + generate", "cuda:0", tuple(trainer + engine), capacity)
-    engine = generator_terms(inp, inp.gen_batch, shares_trainer_model=inp.trainer_ranks == 1,
+    engine = generator_terms(inp, inp.gen_batch,
+                             shares_trainer_model=inp.engine_shares_trainer_model,
                              process="engine")
+    copy = [t for t in engine if t.label.startswith("weights") and t.bytes]  # stays
+    engine = [t for t in engine if not t.label.startswith("weights")]
     larger = max(step, engine, key=lambda terms: sum(t.bytes for t in terms))
-    return DeviceUse("train | generate", "cuda:0", tuple(static + larger), capacity)
+    return DeviceUse("train | generate", "cuda:0", tuple(static + copy + larger), capacity)
 
 
 def _startup_problems(inp: PlanInputs, uses: list[DeviceUse]) -> list[str]:

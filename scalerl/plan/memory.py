@@ -43,7 +43,8 @@ Trainer (one process; `trainer_terms`):
   (four float32 [C, V] tensors: logits, log-softmax, the entropy's exp, their gradient;
   measured 4.1x on `scalerl.models.logprobs.sequence_logprobs`; + 2*C*V, the gradient's
   bf16 copy, with bf16 head operands) + the fp32 head copies (+ V*h*2 for the bf16 copy of
-  the weight with bf16 operands);
+  the weight with bf16 operands; + V*h*4 and 4*C*V where those operands are upcast to float32
+  for want of `torch.mm(..., out_dtype=float32)`: `lm_head_gemm` upcast);
   one layer's backward: t*(c*i + 3*p*h) of gradients (measured), + t*A with checkpointing
   (the layer is recomputed first).
   `benchmarks/bench_plan.py` measures the live tensors of this path on CPU (tiny Llama and
@@ -63,8 +64,12 @@ backward (embeddings, final norm and the tied head: the root's parameters are no
 after its forward) and their full gradient, and the all-gathered parameters of two decoder
 layers (the one computing and the one FSDP2 prefetches) plus one layer's unsharded gradient
 before its reduce-scatter, all in the parameter dtype (the all-gather keeps it: compute is
-autocast, as at one rank). Activations are per micro-batch as above: each rank runs
-micro-batches of the same token budget over its 1/R of the step's sequences.
+autocast, as at one rank). With several micro-batches per rank the gradients are
+reduce-scattered once, after the last one (`gradient_sync: step`, `scalerl.rl.update`): until
+then every layer's gradient stays unsharded on each rank, (N - root - one layer) x p more
+(none with `gradient_sync: micro_batch`). Activations are per
+micro-batch as above: each rank runs micro-batches of the same token budget over its 1/R of
+the step's sequences.
 
 Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV per token:
 
@@ -75,8 +80,8 @@ Generator (`generator_terms`), K = 2 * L * kv_heads * head_dim * g bytes of KV p
   graphs; the process then holds utilisation * device (vLLM sizes the cache to fill it and
   refuses to start when less is free). It must hold max_model_len tokens (vLLM refuses to
   start otherwise); KV / (K * s) sequences decode at once, the rest wait (time, not memory).
-- HF engine (`scalerl.rollout.hf_engine`): weights N*g (none when it shares the in-process
-  trainer's model), KV rows * s * K for rows = gen_batch (the cache grows, nothing caps it),
+- HF engine (`scalerl.rollout.hf_engine`): weights N*g (none when the in-process engine
+  shares the trainer's model: one rank, parameters in the generation dtype), KV rows * s * K for rows = gen_batch (the cache grows, nothing caps it),
   plus the larger of a prefill of rows * prompt tokens (activations as above, boolean and float
   masks rows * prompt^2 * (1 + g)) and a decode step (3 float32 [rows, V], the fp32 head copy,
   one layer's KV copy while the cache grows).
@@ -101,13 +106,20 @@ import dataclasses
 from scalerl.config import Config, field_
 from scalerl.plan.arch import ModelArch
 
-__all__ = ["DTYPE_BYTES", "GiB", "PlanInputs", "Term", "backward_peak_bytes", "generator_terms",
+__all__ = ["DTYPE_BYTES", "GiB", "HEAD_GEMMS", "HEAD_GEMM_TEXT", "PlanInputs", "Term",
+           "backward_peak_bytes", "generator_terms",
            "kept_activation_bytes", "kv_capacity_tokens", "trainer_terms"]
 
 GiB = 1 << 30
 MiB = 1 << 20
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 DTYPES = tuple(DTYPE_BYTES)
+HEAD_GEMMS = ("mm_out_dtype", "upcast", "float32")  # = scalerl.models.logprobs.HEAD_GEMMS
+HEAD_GEMM_TEXT = {
+    "mm_out_dtype": "torch.mm(bf16, bf16, out_dtype=float32), tensor cores",
+    "upcast": "bf16 operands upcast to float32 (no out_dtype mm in this torch), CUDA cores",
+    "float32": "float32 x float32, CUDA cores",
+}
 LOSS_BYTES_PER_TOKEN = 64  # ids, masks, old/new log-probs, advantages, loss terms (estimate)
 LOGPROB_LIVE_COPIES = 4  # float32 [C, V] tensors at the backward peak (measured 4.1)
 VLLM_BLOCK_TOKENS = 16  # vLLM's default KV block size; one block is held back (null block)
@@ -143,8 +155,18 @@ class PlanInputs(Config):
     fp32_lm_head: bool = field_(True, "LM head and log-softmax in float32 (ScaleRL)")
     lm_head_operands: str = field_("float32", "the FP32 head's GEMM operands (bfloat16: a "
                                    "bf16 copy of the head weight and of the logits' gradient "
-                                   "chunk; tensor cores)", choices=("float32", "bfloat16"))
+                                   "chunk)", choices=("float32", "bfloat16"))
+    lm_head_gemm: str = field_(
+        "auto", "the GEMM the FP32 head runs (scalerl.models.logprobs.head_gemm): mm_out_dtype "
+        "= torch.mm(bf16, bf16, out_dtype=float32), tensor cores; upcast = the bf16 operands "
+        "upcast to float32 first (an fp32 copy of the V x h weight and of the gradient chunk, "
+        "CUDA cores); float32 = fp32 x fp32 (CUDA cores); auto = mm_out_dtype with bf16 "
+        "operands, else float32 (scalerl.plan.adapters asks this torch)",
+        choices=("auto", *HEAD_GEMMS))
     gradient_checkpointing: bool = field_(False, "recompute each layer in backward")
+    gradient_sync: str = field_("step", "FSDP2 gradient reduce-scatter: once per step (the "
+                                "gradients wait unsharded) or per micro-batch",
+                                choices=("step", "micro_batch"))
     logprob_chunk_tokens: int = field_(0, "tokens whose head + log-softmax run at once "
                                        "(0 = the whole micro-batch)", ge=0)
     micro_batch_tokens: int = field_(0, "tokens per trainer forward/backward (token budget; "
@@ -204,10 +226,25 @@ class PlanInputs(Config):
         return min(groups, self.prompts_per_step) * self.generations_per_prompt * s
 
     @property
+    def engine_shares_trainer_model(self) -> bool:
+        """The in-process HF engine samples from the trainer's own model: at one rank, with the
+        parameters in the generation dtype (`scalerl.rl.trainer.in_process_generator_model`);
+        otherwise from a copy in the generation dtype."""
+        return self.trainer_ranks == 1 and self.param_dtype == self.generator_dtype
+
+    @property
     def micro_batches(self) -> int:
         """Forward/backward passes of one step on each trainer rank (its 1/R of the step)."""
         step = -(-self.sequences_per_step // self.trainer_ranks) * self.seq_tokens
         return -(-step // self.micro_tokens)
+
+    @property
+    def head_gemm(self) -> str:
+        """The FP32 head's GEMM, `lm_head_gemm` resolved (auto: mm_out_dtype with bf16
+        operands, float32 otherwise)."""
+        if self.lm_head_gemm != "auto":
+            return self.lm_head_gemm
+        return "mm_out_dtype" if self.lm_head_operands == "bfloat16" else "float32"
 
     @property
     def max_model_len(self) -> int:
@@ -310,21 +347,29 @@ def kept_activation_bytes(inp: PlanInputs) -> int:
     return t * (kept + outside_activation_bytes(inp))
 
 
+def _bf16_upcast(inp: PlanInputs) -> bool:
+    """bf16 head operands without the out_dtype GEMM: each GEMM upcasts both to float32."""
+    return inp.fp32_lm_head and inp.lm_head_operands == "bfloat16" and inp.head_gemm == "upcast"
+
+
 def logprob_bytes(inp: PlanInputs) -> int:
     """float32 [C, V] tensors of the chunked (or whole) LM head + log-softmax (and the bf16
-    copy of the logits' gradient with bf16 operands)."""
+    copy of the logits' gradient with bf16 operands; its float32 upcast on the upcast path)."""
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
     bf16 = 2 if inp.fp32_lm_head and inp.lm_head_operands == "bfloat16" else 0
+    bf16 += 4 if _bf16_upcast(inp) else 0
     return (LOGPROB_LIVE_COPIES * 4 + bf16) * chunk * inp.arch.vocab
 
 
 def head_copy_bytes(inp: PlanInputs) -> int:
-    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4), and the
-    bf16 copy of the weight the head's GEMMs take with bf16 operands (V * h * 2)."""
+    """fp32 copies of a non-fp32 LM-head weight and of its gradient (2 * V * h * 4), the bf16
+    copy of the weight the head's GEMMs take with bf16 operands (V * h * 2), and on the upcast
+    path (no out_dtype GEMM) the float32 copy of that bf16 copy each GEMM makes (V * h * 4)."""
     fp32_copy = inp.fp32_lm_head and DTYPE_BYTES[inp.param_dtype] != 4
     bf16 = inp.fp32_lm_head and inp.lm_head_operands == "bfloat16"
     vh = inp.arch.vocab * inp.arch.hidden
-    return (2 * vh * 4 if fp32_copy else 0) + (vh * 2 if bf16 else 0)
+    return ((2 * vh * 4 if fp32_copy else 0) + (vh * 2 if bf16 else 0)
+            + (vh * 4 if _bf16_upcast(inp) else 0))
 
 
 def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
@@ -338,7 +383,7 @@ def backward_peak_bytes(inp: PlanInputs) -> tuple[int, str]:
     chunk = min(inp.logprob_chunk_tokens or inp.micro_tokens, inp.micro_tokens)
     if head >= layer:
         what = f"log-probs: {chunk:,} tokens x V x 4 x {LOGPROB_LIVE_COPIES}"
-        return head, what + (" + fp32 head copies" if head_copy_bytes(inp) else "")
+        return head, what + (" + head weight copies" if head_copy_bytes(inp) else "")
     recompute = "recomputed " if inp.gradient_checkpointing else ""
     return layer, f"one {recompute}layer's backward ({inp.micro_tokens:,} tokens)"
 
@@ -375,6 +420,11 @@ def trainer_terms(inp: PlanInputs) -> list[Term]:
             Term("trainer", f"FSDP2 all-gathered layers: 2 x {a.layer_params():,} x {p} + one "
                  "unsharded layer gradient", 3 * a.layer_params() * p),
         ]
+        if inp.micro_batches > 1 and inp.gradient_sync == "step":  # gradients wait unsharded
+            during_step.append(Term(
+                "trainer", f"FSDP2 gradients unsharded until the last of {inp.micro_batches} "
+                f"micro-batches: the other {a.layers - 1} layers x {a.layer_params():,} x {p}",
+                (a.layers - 1) * a.layer_params() * p))
     optimizer_temp = -(-n * p // r)
     if optimizer_temp > sum(t.bytes for t in during_step):
         return terms + [Term("trainer", f"optimizer step temporaries N x p{shard}",
@@ -421,10 +471,11 @@ def kv_capacity_tokens(inp: PlanInputs, kv_bytes: int) -> int:
 
 def generator_terms(inp: PlanInputs, max_seqs: int, *, shares_trainer_model: bool = False,
                     process: str = "generator") -> list[Term]:
-    """A generator's (or the eval engine's) device memory, term by term. An in-process HF
-    engine (`shares_trainer_model`) uses the trainer's weights, dtype and process."""
+    """A generator's (or the eval engine's) device memory, term by term, in the generation
+    dtype. An in-process HF engine that `shares_trainer_model` uses the trainer's weights and
+    process (`PlanInputs.engine_shares_trainer_model`)."""
     a = inp.arch
-    g = DTYPE_BYTES[inp.param_dtype if shares_trainer_model else inp.generator_dtype]
+    g = DTYPE_BYTES[inp.generator_dtype]
     kv_per_token = a.kv_bytes_per_token(g)
     weights = 0 if shares_trainer_model else a.n_params() * g
     margin = 0 if shares_trainer_model else inp.process_overhead_bytes

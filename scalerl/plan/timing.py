@@ -23,8 +23,10 @@ Trainer: every rank trains its S/R of the step's S x (P + E) tokens. FLOPs per t
 attention: QK^T and AV over half the sequence on average); training is 3 x forward, 4 x with
 gradient checkpointing (the body is recomputed); the FP32 head adds 4 GEMMs of 2 x V x h per
 scored token (forward, the chunked backward's recomputed forward, two gradients) on the loss
-positions (S x E; all positions without log-prob chunks), at the bf16 tensor-core peak with
-bf16 operands (`lm_head_operands`) or the fp32 CUDA-core peak with fp32 operands. Then
+positions (S x E; all positions without log-prob chunks), at the bf16 tensor-core peak where
+the head runs `torch.mm(bf16, bf16, out_dtype=float32)` (`PlanInputs.head_gemm` mm_out_dtype,
+what `lm_head_operands` bfloat16 takes on CUDA) or the fp32 CUDA-core peak where it multiplies
+fp32 x fp32 (float32 operands, or bf16 operands upcast for want of that op). Then
 
     train_s = FLOPs / (peak x MFU) + AdamW (about 28 bytes per parameter at HBM x eta_hbm) / R
 
@@ -264,7 +266,7 @@ def estimate_time(inp: PlanInputs, dev: DeviceSpec, *, steps: int, eval_prompts:
     prefill_s = 2 * inp.arch.n_params() * prefill_tokens / (dev.bf16_flops * eff.mm)
     generate_s = (s * gen / rate + prefill_s) / gens
     body_flops, head_flops = _train_flops(inp)
-    head_peak = dev.bf16_flops if inp.lm_head_operands == "bfloat16" else dev.fp32_flops
+    head_peak = dev.bf16_flops if inp.head_gemm == "mm_out_dtype" else dev.fp32_flops
     compute_s = (body_flops / dev.bf16_flops + head_flops / head_peak) / eff.mfu
     adamw_s = inp.arch.n_params() * ADAMW_BYTES_PER_PARAM / (dev.hbm_bytes_per_s * eff.hbm)
     train_s = (compute_s + adamw_s) / inp.trainer_ranks

@@ -23,7 +23,7 @@ happens here, in the parent, against expected outputs the child never sees:
 - stdio: stdout equals the expected text line by line after stripping trailing whitespace,
   or, failing that, token by token;
 - program: ONE sandboxed child runs the setup, the solution and the test program
-  (`run_python(mode="program")`, the runner of `_program_tests.py`). It passes only when the
+  (`run_python(mode="program")`, the runner of `program_tests.py`). It passes only when the
   result channel ends with `done NONCE N`, NONCE being the run's secret (`RunResult.nonce`),
   written once, as the last line, with exit code 0: the runner writes it only after every
   test returned, in the original process. Anything else is a fail whose detail names why

@@ -3,10 +3,10 @@
 Every run gets a fresh child process in its own session, a scrubbed environment (PATH, LANG,
 HOME=workdir only), its own temporary working directory, stdout/stderr/results captured in
 unnamed files of bounded size (RLIMIT_FSIZE), and a wall-clock timeout. The child is forked by
-a fork server ("zygote": `python -I -S -c <_harness.py> --serve`, one per concurrent caller
+a fork server ("zygote": `python -I -S -c <harness.py> --serve`, one per concurrent caller
 thread, started on first use and kept): a whole run then takes ~10 ms instead of ~30 ms with a
 fresh interpreter (benchmarks/bench_rewards.py, BENCHMARKS.md). Where a fork server cannot run
-(no pidfd, no fd passing) or dies, the run starts a fresh `python -I -S -c <_harness.py>`
+(no pidfd, no fd passing) or dies, the run starts a fresh `python -I -S -c <harness.py>`
 instead. Both children are confined the same way: the harness applies
 RLIMIT_CPU/AS/FSIZE/NPROC/NOFILE and CORE before the code runs. After the run the whole process
 group is killed (`os.killpg`).
@@ -29,7 +29,7 @@ standard library only, no site-packages.
 
 Modes: "script" (stdin -> stdout), "function" (return values compared by the caller), and
 "program" (test programs: the run must end with `done NONCE N` on the result channel, where
-NONCE is a fresh secret of this run, `RunResult.nonce`; see `_program_tests.py`).
+NONCE is a fresh secret of this run, `RunResult.nonce`; see `program_tests.py`).
 
 Not root: no uid switch, no namespaces and no filesystem view (they need privileges);
 RLIMIT_NPROC is set to the user's current process count + `nproc`, cleanup covers the process
@@ -64,12 +64,12 @@ from pathlib import Path
 __all__ = ["SandboxLimits", "RunResult", "run_python", "isolation", "VIEW_PATHS",
            "NOT_ROOT_WARNING"]
 
-_HERE = Path(__file__).parent
+_CHILD = Path(__file__).parent / "sandbox_child"
 # one `python -I -S -c` program: the pytest stand-in's source, the program-test runner, the
 # harness (~52 KB; one argument may hold 128 KiB on Linux, MAX_ARG_STRLEN)
-_HARNESS = "\n".join([f"_PYTEST_SHIM = {(_HERE / '_pytest_shim.py').read_text()!r}",
-                       (_HERE / "_program_tests.py").read_text(),
-                       (_HERE / "_harness.py").read_text()])
+_HARNESS = "\n".join([f"_PYTEST_SHIM = {(_CHILD / 'pytest_shim.py').read_text()!r}",
+                       (_CHILD / "program_tests.py").read_text(),
+                       (_CHILD / "harness.py").read_text()])
 _UID_BASE = 60000
 _UID_SLOTS = 512
 _LOCK_DIR = Path(tempfile.gettempdir()) / "scalerl-sandbox-slots"
@@ -234,7 +234,7 @@ def _env(workdir: str) -> dict[str, str]:
 
 
 class _Zygote:
-    """A fork server: `python -I -S -c <_harness.py> --serve FD` on one end of a socket pair."""
+    """A fork server: `python -I -S -c <harness.py> --serve FD` on one end of a socket pair."""
 
     def __init__(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -417,7 +417,7 @@ def _run_forked(fds: list[int], workdir: str, wall_s: float, uid: int | None):
 
 
 def _run_spawned(fds: list[int], workdir: str, wall_s: float, uid: int | None):
-    """(timed out, exit code) of a fresh `python -I -S -c <_harness.py>` child."""
+    """(timed out, exit code) of a fresh `python -I -S -c <harness.py>` child."""
     cfg_fd, res_fd, in_fd, out_fd, err_fd = fds
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", _HARNESS, str(cfg_fd), str(res_fd)],

@@ -23,7 +23,6 @@ placed at the completion positions (position t scores token t given tokens < t, 
 loss mask False. At one rank the single share is the whole batch. Because advantages and
 denominators are decided over the whole batch before any split, the sum of the ranks' (and
 micro-batches') losses is the one-rank loss, for prompt, sample and token aggregation alike.
-`assemble_batch` is the one-rank composition (score, one share, pad).
 
 Group ids are the `group` numbers the trainer put in each request's tag: unique per issued
 prompt instance, so a prompt drawn twice in one batch forms two groups.
@@ -57,8 +56,7 @@ from scalerl.rl.length_penalty import apply_length_penalty
 from scalerl.rl.losses import LossNormalizer
 from scalerl.rollout.base import Completion
 
-__all__ = ["BatchStats", "RankShare", "ScoredBatch", "TrainBatch", "assemble_batch",
-           "assign_groups", "padding_fraction", "score_batch", "split_by_groups",
+__all__ = ["BatchStats", "RankShare", "ScoredBatch", "TrainBatch", "assign_groups", "padding_fraction", "score_batch", "split_by_groups",
            "split_by_tokens", "split_shares"]
 
 
@@ -218,19 +216,6 @@ def split_shares(scored: ScoredBatch, world_size: int) -> list[RankShare]:
     owners = assign_groups([int(c.request.tag) for c in kept], tokens, world_size)
     return [RankShare([kept[i] for i in mine], [advantages[i] for i in mine], scored.normalizer)
             for mine in owners]
-
-
-def assemble_batch(
-    completions: Sequence[Completion],
-    correct: Sequence[bool],
-    recipe,
-    trainer_version: int,
-    pad_id: int,
-) -> tuple[TrainBatch | None, BatchStats]:
-    """One-rank composition: `score_batch`, the whole batch as one share, padded; None when
-    nothing is kept (every prompt zero-variance)."""
-    scored = score_batch(completions, correct, recipe, trainer_version)
-    return split_shares(scored, 1)[0].pad(pad_id), scored.stats
 
 
 def _pad(

@@ -1,27 +1,30 @@
-"""Trainer checkpoints: a Hugging Face model directory plus the full trainer state.
+"""Trainer checkpoints: a Hugging Face model directory, the model and AdamW state, and the rest
+of the trainer state; one format at every world size.
 
 Layout of a checkpoint directory (the output of `scalerl train --out DIR`):
 
     config.json, model.safetensors, ...   the policy (`save_pretrained`), loadable by any stage
     tokenizer files                       (`tokenizer.save_pretrained`)
-    trainer_state.pt                      torch.save of the resumable state (below)
+    dcp/                                  the model and AdamW state (torch.distributed.
+                                          checkpoint, one file per trainer rank that wrote
+                                          it: `scalerl.parallel.checkpoint`, which writes the
+                                          whole directory atomically)
+    trainer_state.pt                      torch.save of the rest of the resumable state
     trainer_state.json                    a small summary readable without torch:
                                           run, chunk, step, version, compute, config hash
     steps.parquet                         one row per optimizer step of this chunk (final
                                           checkpoints only; partial saves keep the rows in
                                           trainer_state.pt)
 
-trainer_state.pt holds: optimizer and LR-schedule state, Python/NumPy/torch(/CUDA) RNG
-states, the data-sampler state (per-task No-Positive-Resampling samplers with their
-pass-rate history, the task-choice RNG, prompts drawn but not yet trained on), compute
-counters, the global step, the policy version and, for partial saves, the steps rows so far.
+trainer_state.pt holds: the LR-schedule state, Python/NumPy/torch(/CUDA) RNG states, the
+data-sampler state (per-task No-Positive-Resampling samplers with their pass-rate history,
+the task-choice RNG, prompts drawn but not yet trained on), compute counters, the global step,
+the policy version and, for partial saves, the steps rows so far. It is written by
+`write_state_files` inside the directory `scalerl.parallel.checkpoint.write_checkpoint` is
+building. A checkpoint written at any number of trainer ranks resumes at any other.
 
-Atomicity: `write_checkpoint` builds the directory under a temporary sibling name and swaps it
-in (`scalerl.utils.io.atomic_path`), so a crash leaves either the old directory or the new
-one, never half of one. A base model directory (chunk 0; chunk 1's input) is any HF model directory
-without trainer_state.pt. Several trainer ranks write the same layout plus the optimizer and
-model shards in dcp/ (`scalerl.parallel.checkpoint`), with the state files of
-`write_state_files`; their trainer_state.pt has no optimizer entry.
+A base model directory (chunk 0; chunk 1's input) is any HF model directory without
+trainer_state.pt.
 
 Deliberately left out: keeping several checkpoints per chunk.
 """
@@ -30,15 +33,13 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from scalerl.utils.failpoints import failpoint
-from scalerl.utils.io import atomic_path
+from scalerl.parallel.checkpoint import DCP_DIR
 
 __all__ = [
     "STATE_FILE",
@@ -48,13 +49,14 @@ __all__ = [
     "load_trainer_state",
     "read_trainer_summary",
     "restore_rng_state",
-    "write_checkpoint",
     "write_state_files",
 ]
 
 STATE_FILE = "trainer_state.pt"
 SUMMARY_FILE = "trainer_state.json"
-STATE_FORMAT = 2  # 2: chunks numbered from 1 (chunk 0 = the base model), as in the workflow
+# 2: chunks numbered from 1 (chunk 0 = the base model), as in the workflow; 3: the model and
+# AdamW state in dcp/ at every world size (format 2 did that at several ranks only)
+STATE_FORMAT = 3
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -79,7 +81,7 @@ def restore_rng_state(state: dict[str, Any]) -> None:
 
 
 def is_trainer_checkpoint(path: str | Path) -> bool:
-    """True for a directory written by `write_checkpoint` (has trainer_state.pt)."""
+    """True for a directory written by the trainer (has trainer_state.pt)."""
     return (Path(path) / STATE_FILE).is_file()
 
 
@@ -120,41 +122,24 @@ def load_trainer_state(path: str | Path, map_location: str = "cpu") -> dict[str,
             "training chunks from 0 (its chunk k is chunk k+1 now, as in the workflow's "
             "checkpoint directories and the eval Parquet); retrain the run from its base "
             "model, or continue it with the scalerl that wrote it")
-    if state.get("format") != STATE_FORMAT:
+    if state.get("format") == 2 and "optimizer" in state:
+        raise ValueError(
+            f"{state_file}: trainer state format 2 written at one trainer rank keeps the "
+            "optimizer state in trainer_state.pt; this scalerl keeps the model and AdamW state "
+            f"in {DCP_DIR}/ at every world size. Continue the run with the scalerl that wrote "
+            "it, or re-run this chunk from the previous chunk's checkpoint")
+    if state.get("format") not in (2, STATE_FORMAT):  # 2 at several ranks: this layout
         raise ValueError(f"{state_file}: unsupported trainer state format {state.get('format')}")
-    sharded = state.get("sharded") and (Path(path) / "dcp").is_dir()  # optimizer in dcp/
-    if "optimizer" not in state and not sharded:
-        raise ValueError(f"{state_file}: no optimizer state (key 'optimizer'); the checkpoint "
-                         "cannot resume: delete the checkpoint dir and re-run its chunk")
+    if not (Path(path) / DCP_DIR).is_dir():
+        raise ValueError(f"{state_file}: no optimizer state ({DCP_DIR}/ is missing beside it); "
+                         "the checkpoint cannot resume: delete the checkpoint dir and re-run "
+                         "its chunk")
     return state
 
 
-def write_checkpoint(
-    path: str | Path,
-    *,
-    model: Any,
-    tokenizer: Any,
-    state: dict[str, Any],
-    summary: dict[str, Any],
-    extra: Callable[[Path], None] | None = None,
-) -> Path:
-    """Write model + tokenizer + state (+ `extra(tmp_dir)` files) atomically to `path`."""
-    path = Path(path)
-    from scalerl.models.loading import save_model_dir
-
-    with atomic_path(path, directory=True) as tmp:
-        save_model_dir(model, tokenizer, tmp)  # HF model dir (+ the tiny char tokenizer files)
-        failpoint("checkpoint_write", path.name)  # a harness may freeze the write here
-        write_state_files(tmp, state=state, summary=summary)
-        if extra is not None:
-            extra(tmp)
-    return path
-
-
-def write_state_files(directory: Path, *, state: dict[str, Any], summary: dict[str, Any],
-                      sharded: bool = False) -> None:
-    """trainer_state.pt and trainer_state.json into a checkpoint being written; `sharded`:
-    the optimizer state lives in dcp/ (`scalerl.parallel.checkpoint`)."""
-    extra = {"sharded": True} if sharded else {}
-    torch.save({**state, **extra, "format": STATE_FORMAT}, directory / STATE_FILE)
+def write_state_files(directory: Path, *, state: dict[str, Any], summary: dict[str, Any]
+                      ) -> None:
+    """trainer_state.pt and trainer_state.json into a checkpoint being written (the model and
+    AdamW state are in dcp/ beside them, `scalerl.parallel.checkpoint.write_checkpoint`)."""
+    torch.save({**state, "format": STATE_FORMAT}, directory / STATE_FILE)
     (directory / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

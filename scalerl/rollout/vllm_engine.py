@@ -9,8 +9,15 @@ in-place reload) between steps; running requests keep their KV cache and continu
 weights (PipelineRL), and every token is tagged with the version active during the step that
 produced it (outputs are streamed as deltas). This is what `AsyncLLM.pause_generation(
 mode="keep", clear_cache=False)` + weight update + `resume_generation()` achieves for the async
-engine. With prefix caching off (the default) a request admitted after an update never
-reuses KV computed with older weights.
+engine. A request admitted after an update never reuses KV computed with older weights: with
+prefix caching each request carries the cache salt of the version it was submitted at
+(`vllm_prompt`), so its prompt blocks are only shared with requests of the same weights (the G
+samples of a prompt; a phase-2 request re-reading its phase-1 context at the same version).
+Salts rather than `reset_prefix_cache()` after an update: vLLM resets nothing while any request
+holds KV blocks (vLLM 0.32 `BlockPool.reset_prefix_cache` returns False, and a generator keeps
+requests in flight across every update), and `reset_prefix_cache(reset_running_requests=True)`
+would preempt the in-flight requests, throwing away the KV that PipelineRL keeps. Blocks of
+older versions are simply never hit again and are evicted as any unused block.
 
 - logprobs: `SamplingParams(logprobs=0)` returns the sampled token's logprob;
   `logprobs_mode="processed_logprobs"` makes it log softmax(logits / temperature), the
@@ -28,7 +35,7 @@ reuses KV computed with older weights.
   current weights.
 - settings (`scalerl.rollout.vllm_settings.VllmSettings`, `EngineConfig.vllm`): context length,
   KV-cache bytes or device-memory share, CUDA graphs, tensor parallelism, prefix caching
-  (reset after every weight update), seeds. `EngineConfig.vllm = None` keeps the small-engine
+  (salted per weight version), seeds. `EngineConfig.vllm = None` keeps the small-engine
   behaviour of the flat `vllm_*` fields: eager mode, per-request seeds.
 - seeds: by default one seed per engine (vLLM's batched sampler); every blocking `generate`
   re-seeds the workers from (engine seed, its first request), so a repeated call or run
@@ -36,12 +43,13 @@ reuses KV computed with older weights.
   `seed_per_request` each vLLM request gets `seed = sample_seed(seed, prompt_id, sample_idx)`
   (phase 2: + 1), so a sample does not depend on batching.
 - pause/resume: where the installed vLLM's `AsyncLLM` has `pause_generation(mode="keep",
-  clear_cache=False)` / `resume_generation()` (`has_async_pause()`, which inspects the
-  signature: `scalerl.rollout.vllm_contract.pause_keeps_requests`), `from_pretrained` builds
+  clear_cache=False)` / `resume_generation()` (`scalerl.rollout.vllm_contract.
+  pause_keeps_requests` inspects the signature), the engine factory builds
   `scalerl.rollout.vllm_async_engine.AsyncVLLMEngine`, which updates weights through that API
-  (`VllmSettings.inflight_updates`: auto / pause / step). This synchronous engine is the
-  other path: it steps the core itself, so between two `step()` calls it is paused by
-  construction and the same reload runs without the asynchronous round trip.
+  (`VllmSettings.inflight_updates`: auto / pause / step; the rule is
+  `scalerl.rollout.factory.uses_async_vllm`). This synchronous engine is the other path: it
+  steps the core itself, so between two `step()` calls it is paused by construction and the
+  same reload runs without the asynchronous round trip.
 
 Deliberately left out: weight transfer to another process (the tensors are passed within the
 process, host-slot views in a PipelineRL generator; with tensor_parallel_size > 1 vLLM ships
@@ -68,7 +76,12 @@ from scalerl.rollout.config import (
     eos_token_ids,
     sample_seed,
 )
-from scalerl.rollout.vllm_contract import WORKER_EXTENSION, check_engine, pause_keeps_requests
+from scalerl.rollout.vllm_contract import (
+    WORKER_EXTENSION,
+    check_engine,
+    check_version,
+    vllm_version,
+)
 from scalerl.rollout.vllm_settings import VllmSettings
 
 
@@ -82,10 +95,15 @@ def settings_of(cfg: EngineConfig) -> VllmSettings:
                         enforce_eager=True, seed_per_request=True, inflight_updates="step")
 
 
-def has_async_pause() -> bool:
-    """Whether the installed vLLM's AsyncLLM can pause keeping in-flight requests (its
-    pause_generation takes mode="keep"), not just whether it has the method."""
-    return pause_keeps_requests()
+def vllm_prompt(context: list[int], version: int, settings: VllmSettings) -> dict:
+    """vLLM's prompt of `context` for a request submitted at weight `version`. With prefix
+    caching it carries the cache salt of that version: vLLM hashes the salt into the key of a
+    request's first KV block (`kv_cache_utils`, 0.32), so a request only reuses prompt KV that
+    requests of the same version computed, never KV of older weights (module docstring)."""
+    prompt: dict = {"prompt_token_ids": context}
+    if settings.enable_prefix_caching:
+        prompt["cache_salt"] = f"scalerl-weights-v{version}"
+    return prompt
 
 
 def _reseed_worker(worker, seed: int) -> None:
@@ -129,6 +147,7 @@ class VLLMEngine(Engine):
     def __init__(self, model_path: str | Path, cfg: EngineConfig, *, dtype: str = "float32",
                  fp32_lm_head: bool = True, trust_remote_code: bool = False,
                  version: int = 0) -> None:
+        check_version(vllm_version())  # a clear refusal before vLLM builds anything
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # engine core in this process
         from vllm import LLM
 
@@ -169,14 +188,10 @@ class VLLMEngine(Engine):
         self._finished: list[Completion] = []
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig) -> Engine:
-        """The vLLM engine the settings ask for: this one (`inflight_updates: step`, or
-        `auto` without AsyncLLM pause/resume), else `AsyncVLLMEngine`."""
-        mode = settings_of(engine_cfg).inflight_updates
-        if mode == "pause" or (mode == "auto" and has_async_pause()):
-            from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
-
-            return AsyncVLLMEngine.from_pretrained(path, model_cfg, engine_cfg)
+    def from_pretrained(cls, path: str | Path, model_cfg, engine_cfg: EngineConfig
+                        ) -> VLLMEngine:
+        """This engine for a HF model directory (`scalerl.rollout.factory.make_engine` decides
+        between it and `AsyncVLLMEngine`)."""
         return cls(path, engine_cfg, dtype=model_cfg.dtype, fp32_lm_head=model_cfg.fp32_lm_head,
                    trust_remote_code=model_cfg.trust_remote_code)
 
@@ -206,10 +221,7 @@ class VLLMEngine(Engine):
         self.engine.collective_rpc(
             "reload_weights", kwargs={"weights_iterator": items, "is_checkpoint_format": True}
         )
-        if self.settings.enable_prefix_caching:
-            # blocks of finished requests go; those in flight keep theirs (module docstring)
-            self.engine.reset_prefix_cache()
-        self.version = version
+        self.version = version  # later requests: another cache salt (`vllm_prompt`)
 
     def step(self) -> list[Completion]:
         if self.engine.has_unfinished_requests():
@@ -245,7 +257,8 @@ class VLLMEngine(Engine):
         )
         request_id = f"s{next(self._ids)}"
         self._samples[request_id] = sample
-        self.engine.add_request(request_id, {"prompt_token_ids": context}, params)
+        self.engine.add_request(request_id, vllm_prompt(context, self.version, self.settings),
+                                params)
 
     def _on_output(self, out) -> None:
         sample = self._samples.get(out.request_id)

@@ -60,10 +60,9 @@ class VllmSettings(Config):
     )
     enable_prefix_caching: bool = field_(
         True, "reuse KV blocks of identical prompt prefixes (the G samples of a prompt share "
-        "their prompt; a phase-2 request re-reads its phase-1 context). The cache is reset "
-        "after each weight update, but blocks still held by in-flight requests survive it, so "
-        "a later request may reuse prompt KV computed with older weights (as the in-flight "
-        "requests themselves do)",
+        "their prompt; a phase-2 request re-reads its phase-1 context). Salted per weight "
+        "version: a request reuses only KV computed by requests submitted at the same version, "
+        "never KV of older weights (in-flight requests keep their own, PipelineRL)",
     )
     inflight_updates: str = field_(
         "auto", "how weights change under running requests: pause = vLLM's AsyncLLM "
@@ -87,6 +86,12 @@ class VllmSettings(Config):
         "kept and their KV recomputed after waking) so the step can use that memory; "
         "ignored elsewhere",
     )
+    start_timeout_s: int = field_(
+        0, "seconds one PipelineRL generator may take to start its engine (model load, memory "
+        "profiling, compilation, CUDA-graph capture) and load the first weights, counted from "
+        "when the previous generator became ready; 0: 600, or 1,200 with CUDA graphs "
+        "(enforce_eager false)", ge=0,
+    )
     seed: int | None = field_(
         None, "the engine's sampling seed; null: the run seed + the generator's index", ge=0,
     )
@@ -103,9 +108,27 @@ class VllmSettings(Config):
         return dataclasses.replace(self, inflight_updates=mode, sleep_during_update=False,
                                    weight_transfer="shm")
 
+    def start_timeout(self) -> float:
+        """Seconds one generator's engine may take to start (`start_timeout_s`, 0: derived:
+        vLLM's start with compilation and CUDA-graph capture takes minutes on a GPU, more
+        when several engines start on one device and node)."""
+        if self.start_timeout_s:
+            return float(self.start_timeout_s)
+        return 600.0 if self.enforce_eager else 1200.0
+
     def engine_seed(self, run_seed: int, engine_index: int = 0) -> int:
         """The seed engine `engine_index` (a generator's rank, 0 in-process) samples with."""
         return self.seed if self.seed is not None else run_seed + engine_index
+
+    def engine_environment(self) -> dict[str, str]:
+        """Environment variables the engine core must start with for these settings. The ipc
+        transport sends CUDA IPC handle args (the tensor class, dtypes, storage types) through
+        `AsyncLLM.update_weights`, whose msgpack serializer (`vllm.v1.serial_utils`,
+        `MsgpackEncoder.enc_hook` / `MsgpackDecoder.ext_hook`) refuses such objects unless
+        VLLM_ALLOW_INSECURE_SERIALIZATION=1 (pickle fallback, on the generator's and the engine
+        core's side; the engine core inherits the generator process's environment). Only the
+        ipc transport gets it: pickled payloads stay off elsewhere."""
+        return {"VLLM_ALLOW_INSECURE_SERIALIZATION": "1"} if self.weight_transfer == "ipc" else {}
 
     def engine_kwargs(self) -> dict:
         """The `vllm.LLM(...)` keyword arguments these settings stand for (no max_model_len

@@ -13,13 +13,17 @@ layerwise reload finalised, the new weight version set, generation resumed).
 - nccl: vLLM's `NCCLTrainerWeightTransferEngine` (packed buffers, double-buffered) in one group
   of this rank (NCCL rank 0) and every worker of the node's K generators (generator k's workers
   from rank 1 + k x tensor_parallel_size: the client rewrites `rank_offset` per generator),
-  rendezvous on 127.0.0.1 (the generators are on this node) at a free port.
+  rendezvous on 127.0.0.1 (the generators are on this node) at a free port. vLLM's packed
+  sender reads the weights on side streams of its own: each read first waits for an event
+  recorded on this rank's stream when the push began (`_ordered_after`), so it follows the
+  optimizer step's writes at one rank as at several.
 - ipc: vLLM's packed IPC producer: one reusable buffer on this rank's device, its CUDA IPC
   handle sent per chunk as vLLM's `IPCWeightTransferUpdateInfo`; each chunk is read by the
   generators before the next is packed (the client waits for them). Handles are not gathered
   across trainer ranks (vLLM's IPC trainer engine would all-gather them over the default group,
   which the other ranks do not join here): only this rank's device holds what the generator
-  reads.
+  reads. The handle args travel raw through vLLM's msgpack RPC, so the generator's engine
+  core starts with VLLM_ALLOW_INSECURE_SERIALIZATION=1 (`VllmSettings.engine_environment`).
 
 The weights come as a `scalerl.rollout.weight_transfer.WeightStream` (the policy's tensors one
 at a time, gathered from shards and cast to the generators' dtype on this rank's device),
@@ -36,13 +40,14 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
 
 from scalerl.rollout.weight_transfer import WeightLayout, WeightStream
 
-__all__ = ["GeneratorClient", "VllmPusher", "free_port"]
+__all__ = ["GeneratorClient", "VllmPusher", "free_port", "ipc_update_info"]
 
 
 class GeneratorClient(Protocol):
@@ -66,12 +71,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def ipc_update_info(chunk) -> dict[str, Any]:
+    """The `update_weights` payload of one chunk of vLLM's `packed_ipc_producer`: its
+    `IPCWeightTransferUpdateInfo` as a dict, the handle args raw (as vLLM's own IPC trainer
+    engine sends them). They reach the engine core through vLLM's msgpack RPC, which needs
+    `VllmSettings.engine_environment()` (VLLM_ALLOW_INSECURE_SERIALIZATION) on both sides."""
+    from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
+
+    info = IPCWeightTransferUpdateInfo(
+        names=chunk.names, dtype_names=chunk.dtype_names, shapes=chunk.shapes,
+        ipc_handles=chunk.ipc_handle, tensor_sizes=chunk.tensor_sizes)
+    return dataclasses.asdict(info)
+
+
 def _stream_source(layout: WeightLayout):
-    """vLLM's `WeightSource` over our streams (`stream` set before each push)."""
+    """vLLM's `WeightSource` over our streams (`stream` set before each push): the 0.32
+    contract (`metadata()` a method, weights from `__iter__`); `VllmPusher.start` refuses
+    another vLLM before this class is defined (`scalerl.rollout.vllm_contract.VLLM_SPEC`)."""
     from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
 
     class StreamSource(WeightSource):
         stream: WeightStream | None = None
+        ready = None  # torch.cuda.Event: the pushing rank's stream when the push began
 
         def metadata(self) -> list:
             return [ParamMeta(e.name, e.torch_dtype, tuple(e.shape)) for e in layout.entries]
@@ -79,9 +100,25 @@ def _stream_source(layout: WeightLayout):
         def __iter__(self):
             if self.stream is None:
                 raise RuntimeError("VllmPusher: no weights to send")
-            return iter(self.stream)
+            return _ordered_after(iter(self.stream), self.ready)
 
     return StreamSource()
+
+
+def _ordered_after(pairs: Iterator, ready) -> Iterator:
+    """`pairs`, each drawn after the then-current CUDA stream waits for `ready` (none: as
+    they come). vLLM's packed NCCL sender (`packed_nccl_broadcast_producer`, 0.32) draws the
+    weights inside `torch.cuda.stream(...)` of side streams of its own, which wait for
+    nothing: the casts and copies that read the parameters would otherwise race the
+    optimizer step's writes still queued on the trainer's stream."""
+    while True:
+        if ready is not None:
+            torch.cuda.current_stream().wait_event(ready)
+        try:
+            pair = next(pairs)
+        except StopIteration:
+            return
+        yield pair
 
 
 class VllmPusher:
@@ -98,7 +135,11 @@ class VllmPusher:
         self._engine = None
 
     def start(self) -> None:
-        """The handshake: the NCCL group (nccl), the packed-IPC setting (ipc)."""
+        """The handshake: the NCCL group (nccl), the packed-IPC setting (ipc). A vLLM outside
+        `VLLM_SPEC` is refused first (VllmContractError naming the supported range)."""
+        from scalerl.rollout.vllm_contract import check_version, vllm_version
+
+        check_version(vllm_version())
         if self.kind == "ipc":
             self.client.init_weight_transfer_engine({"packed": True})
             return
@@ -118,13 +159,14 @@ class VllmPusher:
         """Send `stream` as `version` to every generator; the payload bytes."""
         self.client.version = version
         if self.kind == "nccl":
-            self._source.stream = stream
+            ready = torch.cuda.Event()
+            ready.record()  # after the optimizer step's kernels on this rank's stream
+            self._source.stream, self._source.ready = stream, ready
             try:
                 self._engine.send_weights()
             finally:
-                self._source.stream = None
+                self._source.stream = self._source.ready = None
             return self.layout.payload
-        from vllm.distributed.weight_transfer.ipc_engine import IPCWeightTransferUpdateInfo
         from vllm.distributed.weight_transfer.packed_tensor import packed_ipc_producer
 
         uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
@@ -132,10 +174,7 @@ class VllmPusher:
         for chunk in packed_ipc_producer(iterator=iter(stream), gpu_uuid=uuid,
                                          post_iter_func=lambda item: item[1],
                                          buffer_size_bytes=self.buffer_bytes):
-            info = IPCWeightTransferUpdateInfo(
-                names=chunk.names, dtype_names=chunk.dtype_names, shapes=chunk.shapes,
-                ipc_handles=chunk.ipc_handle, tensor_sizes=chunk.tensor_sizes)
-            self.client.update_weights(dataclasses.asdict(info))  # read before the next chunk
+            self.client.update_weights(ipc_update_info(chunk))  # read before the next chunk
         self.client.finish_weight_update(str(version))
         torch.cuda.ipc_collect()
         return self.layout.payload

@@ -14,9 +14,15 @@ The workflow's `workflow/rules/common.smk` calls these; nothing here needs snake
 """
 
 from scalerl.sweep.config import LengthConfig, SweepConfig, job_resources, load_sweep
-from scalerl.sweep.options import fit_options, predict_options, race_options, report_options
+from scalerl.sweep.options import (
+    fit_options,
+    predict_options,
+    race_options,
+    report_options,
+    sweep_mates,
+)
 from scalerl.sweep.runs import AXES, Run, check_runs, expand, run_config, run_id, run_recipe
 
 __all__ = ["AXES", "LengthConfig", "Run", "SweepConfig", "check_runs", "expand", "fit_options",
            "job_resources", "load_sweep", "predict_options", "race_options", "report_options",
-           "run_config", "run_id", "run_recipe"]
+           "run_config", "run_id", "run_recipe", "sweep_mates"]

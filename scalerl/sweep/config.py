@@ -233,7 +233,12 @@ class FitSection(Config):
                           "`compute_<compute>`)", choices=("flops", "device_hours"))
     extra_args: tuple[str, ...] = field_((), "further `scalerl fit` options, verbatim")
     predict_args: tuple[str, ...] = field_(
-        (), "further `scalerl predict` options, verbatim (e.g. [--bootstrap, '50'])")
+        (), "further `scalerl predict` options, verbatim (e.g. [--bootstrap, '50']; "
+        "[--prior, none] for the plain least-squares sigmoid instead of the curve prior)")
+    joint: bool = field_(True, "fit each run's predictions (the report's backtest) jointly "
+                         "with its sweep-mates, the runs of the same recipe, batch and mix "
+                         "(`scalerl predict --sweep-eval`; racing's chunk predictions stay "
+                         "per run)")
 
     @property
     def compute_col(self) -> str:

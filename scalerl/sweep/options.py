@@ -10,6 +10,10 @@ workflow only names files and passes these lists on (docs/design.md, "Sweep"):
   run (`Run.meta`), then `fit.extra_args`;
 - `predict_options(sweep, all_chunks=...)`: `--chunks`, `--compute-col`, then
   `fit.predict_args` (and `--all-chunks` for the run's backtest file);
+- `sweep_mates(sweep, run, runs)`: the runs whose evals `scalerl predict --sweep-eval` fits
+  jointly with `run`'s (`fit.joint`): same recipe, batch and mix; B and C_mid are set mostly by
+  the recipe (Khatri et al. 2025), so the runs along model size and length share most of their
+  curve's shape;
 - `race_options(sweep, runs)`: `sweep.racing`'s task, margin and minimum fraction, and one
   `--group RUN=CELL` per run (`Run.cell`: its seeds race as one);
 - `report_options(sweep)`: `--by` the sweep's axes (`scalerl.sweep.runs.AXES`) and the fit
@@ -25,7 +29,7 @@ from collections.abc import Iterable
 from scalerl.sweep.config import SweepConfig
 from scalerl.sweep.runs import AXES, Run
 
-__all__ = ["fit_options", "predict_options", "race_options", "report_options"]
+__all__ = ["fit_options", "predict_options", "sweep_mates", "race_options", "report_options"]
 
 
 def fit_options(sweep: SweepConfig, run: Run) -> list[str]:
@@ -39,6 +43,16 @@ def predict_options(sweep: SweepConfig, *, all_chunks: bool) -> list[str]:
     """`scalerl predict` options of every run (module docstring)."""
     return [*(["--all-chunks"] if all_chunks else []), "--chunks", str(sweep.chunks),
             "--compute-col", sweep.fit.compute_col, *sweep.fit.predict_args]
+
+
+def sweep_mates(sweep: SweepConfig, run: Run, runs: Iterable[Run]) -> list[Run]:
+    """The runs fitted jointly with `run` (`fit.joint`): the others of the same recipe, batch
+    and mix, which differ from it along model, gen_len or seed (module docstring)."""
+    if not sweep.fit.joint:
+        return []
+    same = ("recipe", "prompts", "generations", "mix")
+    return [r for r in runs if r.id != run.id
+            and all(getattr(r, k) == getattr(run, k) for k in same)]
 
 
 def race_options(sweep: SweepConfig, runs: Iterable[Run]) -> list[str]:

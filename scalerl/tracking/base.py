@@ -7,8 +7,8 @@ the fit's axis, docs/design.md). Metric names are prefixed by what logged them: 
 sigmoid fit's parameters: A, B, C_mid, …). Only numeric values are logged (bools as 0/1);
 strings and None are skipped.
 
-`make_tracker(cfg, run=…, config=…)` builds the configured backend (`scalerl.tracking.*`); a
-backend whose package is missing raises ConfigError naming the extra to install. The trainer
+`make_tracker(cfg, run=…, config=…)` (`scalerl.tracking.factory`) builds the configured backend;
+a backend whose package is missing raises ConfigError naming the extra to install. The trainer
 calls `log_step` after every optimizer step and `close` at the end of the chunk; every chunk
 of a run continues the same tracker run (same W&B id, same MLflow run, same TensorBoard dir).
 
@@ -25,10 +25,8 @@ from types import ModuleType
 from typing import Any
 
 from scalerl.config import ConfigError
-from scalerl.tracking.config import TrackingConfig
 
-__all__ = ["AXES", "INSTALL_HINT", "NullTracker", "Tracker", "make_tracker", "numeric",
-           "require"]
+__all__ = ["AXES", "INSTALL_HINT", "NullTracker", "Tracker", "numeric", "require"]
 
 AXES = ("step", "compute_flops", "compute_device_hours")
 INSTALL_HINT = "pip install 'scalerl[tracking]'"
@@ -108,21 +106,3 @@ class NullTracker(Tracker):
 
     def _summary(self, values: dict[str, float]) -> None:
         pass
-
-
-def make_tracker(cfg: TrackingConfig, *, run: str, config: Mapping[str, Any] | None = None
-                 ) -> Tracker:
-    """The configured backend for run `run` (`config`: the run config, logged as parameters)."""
-    if cfg.backend == "none":
-        return NullTracker()
-    if cfg.backend == "wandb":
-        from scalerl.tracking.wandb_backend import WandbTracker
-        return WandbTracker(cfg, run=run, config=config or {})
-    if cfg.backend == "mlflow":
-        from scalerl.tracking.mlflow_backend import MlflowTracker
-        return MlflowTracker(cfg, run=run, config=config or {})
-    if cfg.backend == "tensorboard":
-        from scalerl.tracking.tensorboard_backend import TensorBoardTracker
-        return TensorBoardTracker(cfg, run=run, config=config or {})
-    raise ConfigError(f"tracking.backend = {cfg.backend!r}: choose one of none, wandb, mlflow, "
-                      "tensorboard")

@@ -112,7 +112,8 @@ def test_qwen3_local_base_train_eval_hf(workspace, tmp_path):
 @pytest.mark.vllm
 def test_qwen3_local_base_train_eval_vllm(workspace, tmp_path):
     from scalerl.models.loading import load_model_config
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     engine = make_engine(workspace / "base", load_model_config(None, workspace / "base"),
                          EngineConfig(backend="vllm", device="cpu", max_batch=4))

@@ -15,7 +15,7 @@ def _checksums(root: Path) -> dict[str, str]:
 
 
 def test_state_without_optimizer_names_file_and_fix(tmp_path):
-    torch.save({"format": STATE_FORMAT, "scheduler": {}}, tmp_path / STATE_FILE)
+    torch.save({"format": STATE_FORMAT, "scheduler": {}}, tmp_path / STATE_FILE)  # no dcp/
     before = _checksums(tmp_path)
     with pytest.raises(ValueError) as err:
         load_trainer_state(tmp_path)
@@ -36,11 +36,11 @@ def test_truncated_state_file_names_file_and_fix(tmp_path):
     assert _checksums(tmp_path) == before
 
 
-def test_sharded_state_keeps_optimizer_in_dcp(tmp_path):
-    # as `write_state_files(..., sharded=True)` writes it: no optimizer entry, dcp/ beside it
+def test_the_optimizer_state_is_in_dcp(tmp_path):
+    # as `write_state_files` writes it: no optimizer entry, dcp/ beside it
     (tmp_path / "dcp").mkdir()
-    torch.save({"format": STATE_FORMAT, "sharded": True}, tmp_path / STATE_FILE)
-    assert load_trainer_state(tmp_path)["sharded"] is True
-    (tmp_path / "dcp").rmdir()  # a sharded state whose shards are gone cannot resume
+    torch.save({"format": STATE_FORMAT, "step": 3}, tmp_path / STATE_FILE)
+    assert load_trainer_state(tmp_path)["step"] == 3
+    (tmp_path / "dcp").rmdir()  # a state whose dcp/ is gone cannot resume
     with pytest.raises(ValueError, match="no optimizer state"):
         load_trainer_state(tmp_path)

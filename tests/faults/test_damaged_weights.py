@@ -44,8 +44,8 @@ def damaged_checkpoint(tmp_path) -> Path:
 
     ckpt = tmp_path / "chunk1"
     save_model_dir(build_tiny_model(ModelConfig(name="tiny-s")), new_tiny_tokenizer(), ckpt)
-    torch.save({"format": STATE_FORMAT, "optimizer": {}, "run": "t", "chunk": 1, "step": 1},
-               ckpt / STATE_FILE)
+    torch.save({"format": STATE_FORMAT, "run": "t", "chunk": 1, "step": 1}, ckpt / STATE_FILE)
+    (ckpt / "dcp").mkdir()  # where the model and AdamW state would be
     (ckpt / SUMMARY_FILE).write_text(json.dumps({"run": "t", "chunk": 1, "step": 1,
                                                  "compute_flops": 1.0,
                                                  "compute_device_hours": 0.1, "tokens": 1}))

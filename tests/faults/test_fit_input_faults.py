@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerl.fit.inputs import InputError, load_groups
+from scalerl.fit.readers.inputs import load_groups
+from scalerl.fit.readers.tables import InputError
 
 
 def _checksums(root: Path) -> dict[str, str]:

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerl.fit.sigmoid import sigmoid
+from scalerl.fit.curves.sigmoid import sigmoid
 
 FLOPS_PER_HOUR = 1e13  # arbitrary fixed conversion, so both compute columns are consistent
 

@@ -1,8 +1,8 @@
-"""The report's scale comparison (`scalerl.fit.axes`): verdicts and the Markdown section."""
+"""The report's scale comparison (`scalerl.fit.report.axes`): verdicts and the Markdown section."""
 
 import pandas as pd
 
-from scalerl.fit.axes import axes_markdown, basis, flag_reason, verdict
+from scalerl.fit.report.axes import axes_markdown, basis, flag_reason, verdict
 
 
 def _fit(model, gen_len, task, A, converged, final, warnings=""):

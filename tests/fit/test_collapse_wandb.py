@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.collapse import detect_collapse
-from scalerl.fit.curve import CollapseError, fit_curve
-from scalerl.fit.inputs import load_groups
-from scalerl.fit.report import collect_records, write_report
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.collapse import detect_collapse
+from scalerl.fit.curves.curve import CollapseError, fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.readers.inputs import load_groups
+from scalerl.fit.report.scaling import collect_records, write_report
 
 
 def test_detect_collapse_hand_set():

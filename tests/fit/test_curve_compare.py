@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from scalerl.fit.compare import Curve, refit_common_a
-from scalerl.fit.curve import fit_curve, select_points
-from scalerl.fit.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
+from scalerl.fit.curves.compare import Curve, refit_common_a
+from scalerl.fit.curves.curve import fit_curve, select_points
+from scalerl.fit.curves.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
 
 FAST = FitConfig(bootstrap_n=0)
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.backtest import backtest_curve, backtest_summary, backtest_table
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.forecast.backtest import backtest_curve, backtest_summary, backtest_table
 
 STEPS = np.arange(0, 401, 20)
 
@@ -76,7 +76,7 @@ def test_predict_errors(tmp_path, capsys):
 
 
 def test_race_over_logs_stops_the_clearly_worse_run(tmp_path, capsys):
-    # 70 % of the steps: the calibrated A intervals (scalerl.fit.intervals) need earlier
+    # 70 % of the steps: the calibrated A intervals (scalerl.fit.forecast.intervals) need earlier
     # prefixes that reach the horizon; at 60 % of this 20-eval run some runs have none yet
     write_tb(tmp_path / "tb", {"good": 0.70, "bad": 0.50, "close": 0.69}, upto=280)
     out = tmp_path / "decisions.json"
@@ -102,19 +102,31 @@ def test_backtest_persistence_hand_derived(tmp_path, capsys):
     sig = table[table["form"] == "sigmoid"]
     assert sig["chunk"].tolist() == [4, 6]
     np.testing.assert_allclose(sig["persistence_error"], [-0.05, -0.02], atol=1e-12)
+    # smoothed persistence: the mean of the last 3 evals seen, (0.5 + 0.55 + 0.58) / 3 and
+    # (0.58 + 0.6 + 0.61) / 3, against 0.63
+    np.testing.assert_allclose(sig["smoothed_error"], [1.63 / 3 - 0.63, 1.79 / 3 - 0.63],
+                               atol=1e-12)
+    # the default forecast is the curve prior's, and the rows say so
+    assert sig["prior"].str.contains("public sources").all()
     summary = backtest_summary(table, bins=(0, 0.25, 0.5, 0.75, 1.0))
     half = summary[(summary["form"] == "sigmoid") & (summary["fraction_bin"] == "(0.25, 0.5]")]
     err = float(sig["abs_error"].iloc[0])
     assert half["persistence_median_abs_error"].iloc[0] == pytest.approx(0.05)
     assert half["error_ratio"].iloc[0] == pytest.approx(err / 0.05)
+    assert half["smoothed_median_abs_error"].iloc[0] == pytest.approx(0.63 - 1.63 / 3)
+    assert half["smoothed_ratio"].iloc[0] == pytest.approx(err / (0.63 - 1.63 / 3))
     # the same through `scalerl predict --backtest` on the log of a finished run
     path = tmp_path / "finished.csv"
     pd.DataFrame({"step": c, "acc": y}).to_csv(path, index=False)
     assert main(["predict", str(path), "--backtest", "--bootstrap", "0"]) == 0
-    text = capsys.readouterr().out
-    assert "| persistence median | persistence p90 | ratio |" in text
+    out = capsys.readouterr()
+    text = out.out
+    assert "| persistence median | persistence p90 | ratio | smoothed median | smoothed p90 " \
+        "| ratio to smoothed |" in text
     line = next(x for x in text.splitlines() if x.startswith("| sigmoid | (0.25, 0.5]"))
-    assert "| 0.050 | 0.050 |" in line and f"{err:.3f}" in line
+    assert "| 0.050 | 0.050 |" in line and f"{err:.3f}" in line and "| 0.087 | 0.087 |" in line
+    assert "Sigmoid forecasts fitted with the curve prior (" in text
+    assert "fitted with the curve prior shipped with scalerl" in out.err
 
 
 def test_backtest_without_latest_reward_has_no_skill_columns():
@@ -126,6 +138,8 @@ def test_backtest_without_latest_reward_has_no_skill_columns():
     table = backtest_table(preds, pd.DataFrame({"run": ["r"], "task": ["t"],
                                                 "observed_final": [0.62]}))
     assert np.isnan(table["persistence_abs_error"]).all()
+    assert np.isnan(table["smoothed_abs_error"]).all()
     summary = backtest_summary(table)
     assert np.isnan(summary["error_ratio"]).all() and summary["median_abs_error"].iloc[0] \
         == pytest.approx(0.02)
+    assert np.isnan(summary["smoothed_ratio"]).all()

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerl.fit.inputs import InputError, group_slug, load_groups, read_tables
+from scalerl.fit.readers.inputs import group_slug, load_groups
+from scalerl.fit.readers.tables import InputError, read_tables
 
 
 def test_point_csv_and_parquet_give_the_same_curve(point_csv, tmp_path):

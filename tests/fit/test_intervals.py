@@ -10,26 +10,26 @@ import torch
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from scalerl.fit.backtest import backtest_summary, backtest_table
-from scalerl.fit.bootstrap import block_length, bootstrap_intervals, resample_indices
-from scalerl.fit.intervals import (
+from scalerl.fit.curves.bootstrap import block_length, bootstrap_intervals, resample_indices
+from scalerl.fit.curves.noise import noise_sd
+from scalerl.fit.curves.sigmoid import FitConfig, fit_sigmoid, sigmoid
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.backtest import backtest_summary, backtest_table
+from scalerl.fit.forecast.intervals import (
     calibrate,
     effective_n,
     eval_noise_se,
     horizon_backtest,
     spread_sd,
 )
-from scalerl.fit.noise import noise_sd
-from scalerl.fit.predict import (
+from scalerl.fit.forecast.predict import (
     INTERVAL_COLUMNS,
     PREDICTIONS_SCHEMA,
     predict_final,
     prediction_rows,
     read_predictions,
 )
-from scalerl.fit.racing import race
-from scalerl.fit.sigmoid import FitConfig, fit_sigmoid, sigmoid
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.racing import race
 
 Z95 = float(norm.ppf(0.975))
 
@@ -185,7 +185,7 @@ def test_prediction_intervals_flags_and_fields():
     cfg = FitConfig(bootstrap_n=60)
     n = np.full(c.size, 800)
     k = c <= 0.75 * c[-1] + 1e-9
-    sig, pl = predict_final(c[k], y[k], c[-1], cfg, n_samples=n[k])
+    sig, pl = predict_final(c[k], y[k], c[-1], cfg, n_samples=n[k], prior=None)
     for p in (sig, pl):
         assert p.interval_status == "ok" and p.backtest_n >= 2 and p.confidence == 0.95
         assert p.observed_final_lo < p.predicted_final_lo < p.predicted_final
@@ -196,17 +196,18 @@ def test_prediction_intervals_flags_and_fields():
     assert sig.C_mid_lo < sig.C_mid < sig.C_mid_hi and np.isnan(pl.C_mid_lo)
     # 25 % of a 30-eval run: no earlier prefix reaches a 4x horizon -> no interval
     early = c <= 0.25 * c[-1] + 1e-9
-    (p,) = predict_final(c[early], y[early], c[-1], cfg, forms=("sigmoid",))
+    (p,) = predict_final(c[early], y[early], c[-1], cfg, forms=("sigmoid",), prior=None)
     assert p.interval_status in ("no_backtest", "before_c_mid")
     assert np.isnan([p.observed_final_lo, p.predicted_final_lo, p.A_lo, p.C_mid_lo]).all()
     assert np.isfinite(p.predicted_final)  # the point forecast is still given
     # before C_mid: flagged, whatever the backtest
     c1, y1, _ = binomial_curve(row=1, n=100_000)
     before = c1 <= 0.15 * c1[-1] + 1e-9
-    (p,) = predict_final(c1[before], y1[before], c1[-1], cfg, forms=("sigmoid",))
+    (p,) = predict_final(c1[before], y1[before], c1[-1], cfg, forms=("sigmoid",), prior=None)
     assert not p.reached_c_mid and p.interval_status == "before_c_mid"
     # bootstrap_n = 0: no intervals asked for
-    (p,) = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=0), forms=("sigmoid",))
+    (p,) = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=0), forms=("sigmoid",),
+                         prior=None)
     assert p.interval_status == "off" and np.isnan(p.A_lo)
 
 
@@ -214,7 +215,7 @@ def test_uncalibrated_residual_bootstrap_reproduces_the_curve_interval_of_before
     c, y, _ = binomial_curve(seed=2)
     k = c <= 0.5 * c[-1] + 1e-9
     cfg = FitConfig(bootstrap_n=40, bootstrap_method="residuals", calibrate_intervals=False)
-    (p,) = predict_final(c[k], y[k], c[-1], cfg, forms=("sigmoid",))
+    (p,) = predict_final(c[k], y[k], c[-1], cfg, forms=("sigmoid",), prior=None)
     fit = fit_sigmoid(c[k][1:], y[k][1:], cfg, r0=y[0])
     draws = bootstrap_intervals(c[k][1:], y[k][1:], fit, cfg, keep_draws=True)["draws"]
     finals = sigmoid(c[-1], draws[:, 0], draws[:, 1], draws[:, 2], y[0])
@@ -234,9 +235,9 @@ def test_calibrated_intervals_cover_drifting_curves_that_the_old_ones_miss():
         k = c <= 0.75 * c[-1] + 1e-9
         (old,) = predict_final(c[k], y[k], c[-1], FitConfig(
             bootstrap_n=60, bootstrap_method="residuals", calibrate_intervals=False),
-            forms=("sigmoid",))
+            forms=("sigmoid",), prior=None)
         (new,) = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=60),
-                               forms=("sigmoid",))
+                               forms=("sigmoid",), prior=None)
         old_hits += old.predicted_final_lo <= y[-1] <= old.predicted_final_hi
         if new.interval_status == "ok":
             given += 1
@@ -248,7 +249,8 @@ def test_calibrated_intervals_cover_drifting_curves_that_the_old_ones_miss():
 def test_old_predictions_files_read_with_empty_interval_columns(tmp_path):
     c, y, _ = binomial_curve()
     rows = prediction_rows("r", "math", 20, c[20], c[-1],
-                           predict_final(c[:21], y[:21], c[-1], FitConfig(bootstrap_n=10)))
+                           predict_final(c[:21], y[:21], c[-1], FitConfig(bootstrap_n=10),
+                                         prior=None))
     assert set(INTERVAL_COLUMNS) <= set(rows[0]) and set(rows[0]) == set(
         PREDICTIONS_SCHEMA.names)
     old_names = [n for n in PREDICTIONS_SCHEMA.names if n not in INTERVAL_COLUMNS]

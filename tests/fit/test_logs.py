@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.inputs import InputError, Inputs, load_groups
-from scalerl.fit.logs import TensorBoardLog
-from scalerl.fit.sigmoid import sigmoid
+from scalerl.fit.curves.sigmoid import sigmoid
+from scalerl.fit.readers.inputs import Inputs, load_groups
+from scalerl.fit.readers.logs import TensorBoardLog
+from scalerl.fit.readers.tables import InputError
 
 STEPS = np.arange(0, 401, 20)  # [21] an eval every 20 steps
 RUNS = {"lr_1e-6": 0.70, "lr_3e-6": 0.55}  # run -> A

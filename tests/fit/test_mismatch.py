@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.mismatch import mismatch_frame, mismatch_markdown
-from scalerl.fit.report import write_report
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.report.mismatch import mismatch_frame, mismatch_markdown
+from scalerl.fit.report.scaling import write_report
 from scalerl.rl.steps import STEP_COLUMNS, write_steps
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.fit.noise import binomial_se, binomial_weights, noise_floor
-from scalerl.fit.powerlaw import fit_power_law, power_law
-from scalerl.fit.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
+from scalerl.fit.curves.noise import binomial_se, binomial_weights, noise_floor
+from scalerl.fit.curves.powerlaw import fit_power_law, power_law
+from scalerl.fit.curves.sigmoid import FitConfig, FitError, fit_sigmoid, sigmoid
 
 
 def close(actual, expected, **kw):

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from scalerl.cli import main
-from scalerl.fit.collapse import detect_collapse
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.noise import local_noise_weights, noise_sd, running_mean, smoothing_window
-from scalerl.fit.sigmoid import FitConfig, sigmoid, smoothed_peak
+from scalerl.fit.curves.collapse import detect_collapse
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.noise import local_noise_weights, noise_sd, running_mean, smoothing_window
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid, smoothed_peak
 
 
 def close(actual, expected, **kw):
@@ -118,7 +118,7 @@ def test_noise_weights_follow_the_local_noise_and_help_the_fit():
 
 
 def test_a_reward_on_a_wide_scale_gets_a_capped_a_grid():
-    from scalerl.fit.sigmoid import MAX_A_VALUES, a_grid_for
+    from scalerl.fit.curves.sigmoid import MAX_A_VALUES, a_grid_for
 
     # a TRL reward summed over reward functions: -5 .. 9; A spans [peak - 0.05, 2 peak - R0]
     y = np.linspace(-5.0, 9.0, 50)

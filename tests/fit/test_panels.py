@@ -1,4 +1,5 @@
-"""The small-multiples curves figure (scalerl.fit.panels) and the bootstrap draws it reads."""
+"""The small-multiples curves figure (scalerl.fit.report.panels) and the bootstrap draws it
+reads."""
 
 import copy
 
@@ -6,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.panels import _grid, _ordered, curve_band, plot_panels
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.report.panels import _grid, _ordered, curve_band, plot_panels
 
 
 def _record(task="math", model="tiny-s", gen_len=56, recipe="scalerl", a=0.5, seed=0,

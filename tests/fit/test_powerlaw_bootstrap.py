@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from scalerl.fit.bootstrap import bootstrap_intervals
-from scalerl.fit.powerlaw import fit_power_law, power_law
-from scalerl.fit.sigmoid import FitConfig, fit_sigmoid, sigmoid
+from scalerl.fit.curves.bootstrap import bootstrap_intervals
+from scalerl.fit.curves.powerlaw import fit_power_law, power_law
+from scalerl.fit.curves.sigmoid import FitConfig, fit_sigmoid, sigmoid
 
 
 def test_power_law_hand_value():

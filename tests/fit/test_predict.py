@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from scalerl.cli import main
-from scalerl.fit.predict import (
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0
+from scalerl.fit.forecast.predict import (
     PREDICTIONS_SCHEMA,
     merge_predictions,
     predict_final,
     prediction_rows,
     write_predictions,
 )
-from scalerl.fit.sigmoid import FitConfig, sigmoid
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0
 
 N_SAMPLES = 800  # 200 prompts x 4 samples, the default eval
 
@@ -34,7 +34,8 @@ def binomial_curve(row=0, seed=0, n=N_SAMPLES, n_points=30, budget_mult=6.0):
 def test_nearly_noise_free_curve_recovers_the_parameters_within_the_interval():
     c, y, truth, a = binomial_curve(n=10_000_000)
     k = c <= 0.75 * c[-1] + 1e-9
-    preds = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=40), forms=("sigmoid",))
+    preds = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=40), forms=("sigmoid",),
+                          prior=None)
     (p,) = preds
     assert p.form == "sigmoid" and p.status == "ok" and p.reached_c_mid
     assert p.n_points == int(k.sum()) - 1  # the compute-0 point is R0, not fitted
@@ -54,7 +55,7 @@ def test_intervals_cover_the_truth_on_noisy_binomial_curves():
     for seed in range(16):
         c, y, truth, a = binomial_curve(seed=seed)
         k = c <= 0.5 * c[-1] + 1e-9
-        (p,) = predict_final(c[k], y[k], c[-1], cfg, forms=("sigmoid",))
+        (p,) = predict_final(c[k], y[k], c[-1], cfg, forms=("sigmoid",), prior=None)
         hits_a += p.A_lo <= a <= p.A_hi
         hits_final += p.predicted_final_lo <= truth[-1] <= p.predicted_final_hi
         errors.append(p.predicted_final - truth[-1])
@@ -67,33 +68,33 @@ def test_intervals_cover_the_truth_on_noisy_binomial_curves():
 def test_before_c_mid_the_flag_is_false_and_few_points_give_nan():
     c, y, truth, a = binomial_curve(row=1, n=100_000)  # C_mid = 11272, budget 6 x C_mid
     k = c <= 0.15 * c[-1] + 1e-9  # base + 4 points, up to 0.8 C_mid
-    preds = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=20))
+    preds = predict_final(c[k], y[k], c[-1], FitConfig(bootstrap_n=20), prior=None)
     assert [p.form for p in preds] == ["sigmoid", "power_law"]
     assert not any(p.reached_c_mid for p in preds)
     assert any("not reached C_mid" in w for w in preds[0].warnings)
-    few = predict_final(c[:3], y[:3], c[-1], FitConfig(bootstrap_n=20))
+    few = predict_final(c[:3], y[:3], c[-1], FitConfig(bootstrap_n=20), prior=None)
     assert all(p.status == "few_points" and np.isnan(p.A) for p in few)
     with pytest.raises(ValueError, match="below the largest evaluated compute"):
-        predict_final(c, y, c[5], FitConfig(bootstrap_n=0))
+        predict_final(c, y, c[5], FitConfig(bootstrap_n=0), prior=None)
 
 
 def test_collapsed_run_is_flagged():
     c = np.r_[0.0, np.arange(1, 21) * 100.0]
     y = np.r_[0.3, sigmoid(c[1:13], 0.6, 2.0, 500.0, 0.3), np.linspace(0.55, 0.35, 8)]
-    preds = predict_final(c, y, 3000.0, FitConfig(bootstrap_n=0))
+    preds = predict_final(c, y, 3000.0, FitConfig(bootstrap_n=0), prior=None)
     assert all(p.status == "collapsed" and np.isnan(p.A) for p in preds)
     assert "peak" in preds[0].warnings[0]
 
 
 def test_merge_replaces_the_chunk_and_keeps_the_rest(tmp_path):
     c, y, _, _ = binomial_curve()
-    p1 = predict_final(c[:10], y[:10], c[-1], FitConfig(bootstrap_n=10))
+    p1 = predict_final(c[:10], y[:10], c[-1], FitConfig(bootstrap_n=10), prior=None)
     rows = prediction_rows("r", "math", 9, c[9], c[-1], p1)
     assert rows[0]["compute_fraction"] == pytest.approx(9 / 30)
     merged = merge_predictions(None, rows)
     again = merge_predictions(merged, rows)  # idempotent
     pd.testing.assert_frame_equal(merged, again)
-    p2 = predict_final(c[:12], y[:12], c[-1], FitConfig(bootstrap_n=10))
+    p2 = predict_final(c[:12], y[:12], c[-1], FitConfig(bootstrap_n=10), prior=None)
     more = merge_predictions(again, prediction_rows("r", "math", 11, c[11], c[-1], p2))
     assert more["chunk"].tolist() == [9, 9, 11, 11]
     write_predictions(tmp_path / "p.parquet", more)

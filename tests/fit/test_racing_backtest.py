@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.backtest import backtest_summary, backtest_table, plot_backtest
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.predict import predict_final, prediction_rows, write_predictions
-from scalerl.fit.racing import race, seed_groups
-from scalerl.fit.report import write_report
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.forecast.backtest import backtest_summary, backtest_table
+from scalerl.fit.forecast.predict import predict_final, prediction_rows, write_predictions
+from scalerl.fit.forecast.racing import race, seed_groups
+from scalerl.fit.report.backtest import plot_backtest
+from scalerl.fit.report.scaling import write_report
 
 
 def row(run, a, lo, hi, fraction=0.5, compute=5.0, chunk=3, status="ok", form="sigmoid",
@@ -124,13 +125,15 @@ def test_report_adds_the_backtest_section_when_predictions_exist(tmp_path):
         group={}, meta={"run": "r", "task": "math"})
     rows = []
     for k in (8, 12, 18):
-        preds = predict_final(c[:k + 1], y[:k + 1], c[-1], FitConfig(bootstrap_n=10))
+        preds = predict_final(c[:k + 1], y[:k + 1], c[-1], FitConfig(bootstrap_n=10), prior=None)
         rows += prediction_rows("r", "math", k, c[k], c[-1], preds)
     paths = write_report([record], tmp_path / "rep", by=("run",),
                          predictions=pd.DataFrame(rows))
     text = paths["markdown"].read_text()
     # chunks 8, 12, 18 sit at compute fractions 0.32, 0.49, 0.74 (c_k = 100 + (k-1) 5900/23)
     assert "## Prediction backtest" in text and "| sigmoid | (0.25, 0.5] | 2 |" in text
+    assert "| ratio | smoothed median | smoothed p90 | ratio to smoothed |" in text
+    assert "Sigmoid forecasts: the plain least-squares fit (no curve prior)." in text
     assert "| power_law | (0.5, 0.75] | 1 |" in text
     assert paths["backtest"].read_bytes()[:4] == b"\x89PNG"
     assert "backtest" not in write_report([record], tmp_path / "rep2", by=("run",))
@@ -168,8 +171,8 @@ def test_recent_level_hand_set():
     """Latest half of compute 60: the evals at 30..60, mean (0.20 + 0.22 + 0.24 + 0.25) / 4 =
     0.2275; binomial se with 192 samples each: sqrt(4 x 0.2275 x 0.7725 / 192) / 4 = 0.01513;
     without n: the points' noise sd / sqrt(4)."""
-    from scalerl.fit.noise import noise_sd
-    from scalerl.fit.predict import recent_level
+    from scalerl.fit.curves.noise import noise_sd
+    from scalerl.fit.forecast.predict import recent_level
 
     c, y = np.arange(1, 7) * 10.0, np.array([0.15, 0.17, 0.20, 0.22, 0.24, 0.25])
     mean, se = recent_level(c, y, np.full(6, 192))
@@ -177,7 +180,8 @@ def test_recent_level_hand_set():
     assert recent_level(c, y)[1] == pytest.approx(noise_sd(y) / 2)
     assert np.isnan(recent_level(c[:2], y[:2])[1])
     # gain over R0 = 0.125 (192 samples: se sqrt(0.125 x 0.875 / 192) = 0.023867)
-    p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192))[0]
+    p = predict_final(np.r_[0.0, c], np.r_[0.125, y], 120.0, n_samples=np.full(7, 192),
+                      prior=None)[0]
     assert p.recent_reward == pytest.approx(mean)
     assert p.recent_gain == pytest.approx(0.1025)
     assert p.recent_gain_se == pytest.approx(np.hypot(0.015127, 0.023867), abs=1e-6)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.sigmoid import sigmoid
+from scalerl.fit.curves.sigmoid import sigmoid
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 SECTION = "## Forecasting any run"

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.report import collect_records, fits_frame, write_report
-from scalerl.fit.sigmoid import FitConfig, sigmoid
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig, sigmoid
+from scalerl.fit.report.scaling import collect_records, fits_frame, write_report
 from scalerl.utils.io import write_json_atomic
 
 

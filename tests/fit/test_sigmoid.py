@@ -5,8 +5,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from scalerl.config import ConfigError
-from scalerl.fit.optimize import grid_search
-from scalerl.fit.sigmoid import (
+from scalerl.fit.curves.optimize import grid_search
+from scalerl.fit.curves.sigmoid import (
     FitConfig,
     FitError,
     a_grid_for,
@@ -158,7 +158,7 @@ def test_flat_or_decreasing_curve_is_flagged(kind):
 def test_b_a_hair_inside_its_bound_still_counts_as_on_it():
     # default sweep 2026-12-04, tiny-s L80 math: the polish left B = 19.999876 with b_max 20,
     # a step the points do not resolve; it must not be reported as converged
-    from scalerl.fit.sigmoid import _diagnose
+    from scalerl.fit.curves.sigmoid import _diagnose
 
     c = np.geomspace(1e10, 1e12, 6)
     y = np.array([0.42, 0.42, 0.48, 0.484, 0.484, 0.484])

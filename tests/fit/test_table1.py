@@ -1,6 +1,6 @@
 """Recovery of the paper's Table 1 curves (App. A.13) from noisy synthetic evaluations.
 
-Setting (see scalerl/fit/synthetic.py): 75 evaluations equally spaced in steps (every 100
+Setting (see scalerl/fit/curves/synthetic.py): 75 evaluations equally spaced in steps (every 100
 steps), compute linear in steps up to 6 x C_mid (the smallest multiple the paper's budgets
 reach: 16k GPU-h / 2542 = 6.3; Section 5 goes to 9-12x), Gaussian noise sigma = 0.01, R0 =
 0.30 given (the paper does not print R0), the paper's grid and its 1.5k GPU-h cutoff. One
@@ -11,9 +11,9 @@ pre-committed seed (0) per row. Rates over 30 seeds, and at 3 x C_mid, are print
 import numpy as np
 import pytest
 
-from scalerl.fit.curve import fit_curve
-from scalerl.fit.sigmoid import FitConfig
-from scalerl.fit.synthetic import TABLE1, TABLE1_R0, table1_curve
+from scalerl.fit.curves.curve import fit_curve
+from scalerl.fit.curves.sigmoid import FitConfig
+from scalerl.fit.curves.synthetic import TABLE1, TABLE1_R0, table1_curve
 
 CONFIG = FitConfig.paper(r0=TABLE1_R0, bootstrap_n=0, power_law=False)
 

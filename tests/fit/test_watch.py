@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from scalerl.cli import main
-from scalerl.fit.sigmoid import sigmoid
-from scalerl.fit.watch import add_arguments, watch
+from scalerl.fit.commands.watch import add_arguments, watch
+from scalerl.fit.curves.sigmoid import sigmoid
 from scalerl.utils.log import LiveBlock
 
 RUNS = {"lr_1e-6": 0.70, "lr_3e-6": 0.52}

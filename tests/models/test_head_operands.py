@@ -4,6 +4,7 @@ the chunked Function's forward and backward, and the numerics knob that picks it
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model
@@ -87,3 +88,74 @@ def test_numerics_knob_resolves_by_device():
     assert StepNumerics().head_operands(cuda) == "bfloat16"  # tensor cores, vLLM's rounding
     assert StepNumerics(lm_head_operands="float32").head_operands(cuda) == "float32"
     assert StepNumerics(lm_head_operands="bfloat16").head_operands(cpu) == "bfloat16"
+
+
+class _OpLog(TorchDispatchMode):
+    """Every aten op below autograd: (op, input dtypes, output dtype, output numel)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        ins = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+        if isinstance(out, torch.Tensor):
+            self.calls.append((func, ins, out.dtype, out.numel()))
+        return out
+
+
+class _Head(torch.nn.Module):
+    def __init__(self, weight):
+        super().__init__()
+        self.lm_head = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+        self.lm_head.weight = torch.nn.Parameter(weight)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+
+GEMMS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.matmul,
+         torch.ops.aten.linear)
+
+
+def _check_cuda_path(log, vocab, hidden, n_gemms):
+    """Every GEMM is torch.mm(bf16, bf16, out_dtype=float32), and no float32 copy of the
+    [V, H] weight is made (its float32 gradient is allocated as zeros, not copied)."""
+    gemms = [c for c in log.calls if c[0].overloadpacket in GEMMS]
+    assert len(gemms) == n_gemms
+    for func, ins, out, _ in gemms:
+        assert (func, ins, out) == (torch.ops.aten.mm.dtype, [torch.bfloat16] * 2, torch.float32)
+    copies = [c for c in log.calls if c[0] in (torch.ops.aten._to_copy.default,
+                                               torch.ops.aten.clone.default)
+              and c[2] == torch.float32 and c[3] == vocab * hidden]
+    assert copies == [], "a float32 copy of the [V, H] head weight was made"
+
+
+def test_the_cuda_path_of_the_fp32_head_on_the_meta_device():
+    """The meta device shares CUDA's op schema, dtype and autograd rules (it has
+    torch.mm(..., out_dtype) and no derivative for it): the head's GEMM choice and what it
+    calls there is what CUDA runs. Master weights and hidden states float32, bf16 operands:
+    the trainer's FP32 head on CUDA (config/gpu.yaml)."""
+    from scalerl.models.logprobs import head_gemm
+
+    assert head_gemm("meta", "bfloat16") == "mm_out_dtype"
+    assert head_gemm("meta", "float32") == "float32"
+    vocab, hidden, n, chunk = 1000, 64, 24, 8
+    model = _Head(torch.empty(vocab, hidden, device="meta"))  # [V, H] fp32 masters
+    states = torch.empty(n, hidden, device="meta", requires_grad=True)  # [N, H]
+    targets = torch.zeros(n, dtype=torch.long, device="meta")  # [N]
+    with _OpLog() as log:
+        logp, _ = head_token_logprobs(model, states, targets, chunk_tokens=chunk,
+                                      head_operands="bfloat16")  # [N]
+        logp.sum().backward()
+    assert logp.dtype == torch.float32
+    assert states.grad.dtype == model.lm_head.weight.grad.dtype == torch.float32
+    # forward, recomputed forward and the two gradients, per chunk
+    _check_cuda_path(log, vocab, hidden, 4 * (n // chunk))
+    # the unchunked head (the reference path) has a backward too, with the same op
+    with _OpLog() as log:
+        logits = fp32_linear(states, model.lm_head.weight, operands="bfloat16")  # [N, V]
+        logits.sum().backward()
+    assert logits.dtype == torch.float32
+    _check_cuda_path(log, vocab, hidden, 3)

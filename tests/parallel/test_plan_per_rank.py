@@ -3,7 +3,8 @@ CPU step (gloo, the trainer's own `optimizer_step` on its share of a batch).
 
 The measurement (tests/parallel/step_worker.py `memory`): the second optimizer step of a
 Qwen3-shaped model (vocab 4096, GQA, q/k norm), 4 x 4 sequences of 24 + 40 tokens split over
-2 ranks, a 512-token micro-batch budget and 64-position head chunks; per rank, the live tensor
+2 ranks, a 512-token micro-batch budget (one per rank; 256 in `fp32_2_micro`: two, the
+gradients accumulated unsharded between them) and 64-position head chunks; per rank, the live tensor
 bytes created during the step (`scalerl.plan.measure.LiveBytes`: gathered parameters,
 gradients, activations, head chunks, collective buffers) plus the sharded weights and AdamW
 state that exist before it. The planner gets the same shapes (`trainer_terms` without the
@@ -23,7 +24,7 @@ FACTOR = 0.25
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["fp32", "bf16_ckpt"])
+@pytest.mark.parametrize("variant", ["fp32", "bf16_ckpt", "fp32_2_micro"])
 def test_planner_per_rank_estimate_matches_a_two_rank_step(tmp_path, variant):
     _run(_torchrun(2, "memory", str(tmp_path), variant), tmp_path)
     got = torch.load(tmp_path / f"memory_{variant}_w2.pt", weights_only=False)
@@ -34,8 +35,9 @@ def test_planner_per_rank_estimate_matches_a_two_rank_step(tmp_path, variant):
         prompt_tokens=shape["prompt"], generation_tokens=shape["completion"],
         param_dtype="float32", compute_dtype=numerics["compute_dtype"],
         gradient_checkpointing=numerics["gradient_checkpointing"],
-        micro_batch_tokens=shape["micro_tokens"], logprob_chunk_tokens=shape["chunk"],
+        micro_batch_tokens=numerics["micro_batch_tokens"], logprob_chunk_tokens=shape["chunk"],
         process_overhead_bytes=0, trainer_ranks=2)
+    assert inp.micro_batches == (2 if variant == "fp32_2_micro" else 1)
     planned = sum(t.bytes for t in trainer_terms(inp))
     one_rank = sum(t.bytes for t in trainer_terms(inp.replace(trainer_ranks=1)))
     for peak in got["peaks"]:  # both ranks

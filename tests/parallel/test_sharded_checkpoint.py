@@ -1,6 +1,6 @@
-"""Sharded checkpoints of 2 gloo ranks: the HF model dir holds the full weights, a resume with
-the same world size takes a bit-identical next step, one process resumes the 2-rank state
-(DCP resharding) within 1e-6, and a single-process checkpoint names the problem."""
+"""Checkpoints of 2 gloo ranks: the HF model dir holds the full weights, a resume with the same
+world size takes a bit-identical next step, one process resumes the 2-rank state (DCP
+resharding) within 1e-6, and a directory without dcp/ names the problem."""
 
 import pytest
 import torch
@@ -30,8 +30,8 @@ def test_sharded_checkpoint_resumes_exactly(tmp_path):
         torch.testing.assert_close(alone[name], w, atol=1e-6, rtol=0, msg=name)
 
 
-def test_single_process_checkpoint_is_refused_clearly(tmp_path):
-    from scalerl.parallel.checkpoint import load_sharded_state
+def test_a_checkpoint_without_dcp_is_refused_clearly(tmp_path):
+    from scalerl.parallel.checkpoint import load_checkpoint_state
 
-    with pytest.raises(FileNotFoundError, match="written at one trainer rank"):
-        load_sharded_state(tmp_path, None, None)
+    with pytest.raises(FileNotFoundError, match="has no dcp/.*start the chunk over"):
+        load_checkpoint_state(tmp_path, None, None)

@@ -104,3 +104,34 @@ def test_preflight_is_skipped_without_cuda():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     assert preflight(load_mapping(FIXTURES / "run_tiny.yaml"), "tiny-m") is None
+
+
+def test_the_planned_fp32_head_gemm_is_the_one_the_trainer_takes(monkeypatch):
+    """config/gpu.yaml's runs are planned with the GEMM `scalerl.models.logprobs.head_gemm`
+    picks (on CUDA: the out_dtype mm, answered here by the meta device); a torch whose probe
+    says no (as the forward-and-backward probe did on CUDA before issue 35) is planned with
+    the upcast path it would take: fp32 GEMMs at the fp32 peak and the fp32 weight copy."""
+    import scalerl.models.logprobs as logprobs
+    from scalerl.models.logprobs import HEAD_GEMMS
+    from scalerl.plan.memory import HEAD_GEMMS as PLANNED
+    from scalerl.plan.memory import head_copy_bytes, logprob_bytes
+    from scalerl.plan.timing import estimate_time, resolve_device
+
+    assert PLANNED == HEAD_GEMMS
+    gpu = sweep_runs(load_mapping(Path(__file__).parents[2] / "config" / "gpu.yaml"))
+    run = next(r for r in gpu.runs if r["model"] == "qwen3-1.7b")
+    arch = PUBLIC_ARCHS["Qwen/Qwen3-1.7B"]
+    fast = plan_inputs_from_run(run, arch, device_memory_bytes=80 * GiB, model_dtype="bfloat16")
+    assert (fast.lm_head_operands, fast.lm_head_gemm) == ("bfloat16", "mm_out_dtype")
+    monkeypatch.setattr(logprobs, "mm_out_dtype_supported", lambda device_type: False)
+    slow = plan_inputs_from_run(run, arch, device_memory_bytes=80 * GiB, model_dtype="bfloat16")
+    assert (slow.lm_head_operands, slow.lm_head_gemm) == ("bfloat16", "upcast")
+    vh, chunk = arch.vocab * arch.hidden, 2048  # config/gpu.yaml: logprob_chunk_tokens 2048
+    assert head_copy_bytes(slow) - head_copy_bytes(fast) == 4 * vh  # the fp32 weight copy
+    assert logprob_bytes(slow) - logprob_bytes(fast) == 4 * chunk * arch.vocab
+    h100 = resolve_device("H100")
+    t_fast = estimate_time(fast, h100, steps=1)
+    t_slow = estimate_time(slow, h100, steps=1)
+    head_flops = fast.sequences_per_step * 0.5 * fast.generation_tokens * 4 * 2 * vh
+    assert t_slow.train_s - t_fast.train_s == pytest.approx(
+        head_flops * (1 / h100.fp32_flops - 1 / h100.bf16_flops) / t_fast.efficiency.mfu)

@@ -89,6 +89,20 @@ def test_in_process_hf_engine_shares_the_trainer_weights():
     assert not any(t.label.startswith("weights") and t.process == "engine" for t in use.terms)
 
 
+def test_in_process_hf_engine_samples_from_a_copy_in_the_model_dtype_otherwise():
+    """fp32 master weights of a bf16 model (config/gpu.yaml's numerics) at one rank, and any
+    model at two ranks: the engine's weights in the generation dtype stay beside the trainer's
+    between steps (scalerl.rl.trainer.in_process_generator_model)."""
+    base = PlanInputs(arch=tiny_arch("tiny-m"), prompt_tokens=64, generation_tokens=64,
+                      engine="hf", pipeline=False)
+    for inp, label in ((base.replace(generator_dtype="bfloat16"), "weights bfloat16: N x 2"),
+                       (base.replace(trainer_ranks=2, devices=2), "weights float32: N x 4")):
+        assert not inp.engine_shares_trainer_model
+        use = check_fits(inp).devices[0]
+        copy = [t for t in use.terms if t.process == "engine" and t.label == label]
+        assert len(copy) == 1 and copy[0].bytes == 1_062_912 * int(label[-1])
+
+
 def test_few_concurrent_sequences_are_a_note_not_a_problem():
     report = check_fits(qwen(gradient_checkpointing=True, logprob_chunk_tokens=2048,
                              micro_batch_tokens=16384))
@@ -120,3 +134,32 @@ def test_preflight_of_a_sharded_run_plans_per_rank_and_refuses_naming_a_knob():
         preflight(cfg.replace(numerics={"gradient_checkpointing": False}), "Qwen/Qwen3-1.7B",
                   24 * GiB, devices=8, model_dtype="bfloat16")
     assert "gradient_checkpointing: true" in str(err.value)
+
+
+def test_gradients_held_unsharded_until_the_step_ends_and_the_knob_that_frees_them():
+    """At several ranks with several micro-batches, `gradient_sync: step` keeps every layer's
+    gradient unsharded until the last micro-batch: (L - 1) x layer params x 4 bytes more per
+    rank, which `gradient_sync: micro_batch` gives back (and the fixes name)."""
+    from scalerl.plan.arch import resolve_arch
+    from scalerl.plan.check import trainer_fixes
+    from scalerl.plan.memory import GiB, trainer_terms
+
+    arch = resolve_arch("Qwen/Qwen3-1.7B")
+    inp = PlanInputs(arch=arch, prompt_tokens=1024, generation_tokens=8192,
+                     param_dtype="float32", compute_dtype="bfloat16",
+                     gradient_checkpointing=True, logprob_chunk_tokens=2048,
+                     micro_batch_tokens=16384, devices=8, trainer_ranks=4,
+                     generator_dtype="bfloat16", device_memory_bytes=80 * GiB)
+    assert inp.micro_batches > 1
+
+    def need(x):
+        return sum(t.bytes for t in trainer_terms(x))
+
+    held = (arch.layers - 1) * arch.layer_params() * 4
+    assert need(inp) - need(inp.replace(gradient_sync="micro_batch")) == held
+    one_micro = inp.replace(micro_batch_tokens=inp.seq_tokens * inp.sequences_per_step)
+    assert one_micro.micro_batches == 1 and need(one_micro) == need(
+        one_micro.replace(gradient_sync="micro_batch"))  # nothing waits with one micro-batch
+    between = (need(inp) + need(inp.replace(gradient_sync="micro_batch"))) // 2
+    options, _ = trainer_fixes(inp, between)
+    assert any(o.startswith("gradient_sync: micro_batch") for o in options), options

@@ -1,4 +1,6 @@
-"""Checkpoint directories: atomic writes, summaries, RNG capture, base-vs-trainer detection."""
+"""Checkpoint directories at one rank: the trainer's writer (`scalerl.parallel.checkpoint`, one
+format at every world size; several ranks and resharding: tests/parallel), atomic writes,
+summaries, RNG capture, base-vs-trainer detection."""
 
 import json
 import random
@@ -9,6 +11,9 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from scalerl.models.loading import new_tiny_tokenizer
+from scalerl.parallel.checkpoint import load_checkpoint_state, write_checkpoint
+from scalerl.parallel.shard import shard_policy
+from scalerl.parallel.world import SINGLE
 from scalerl.rl import checkpoint as ckpt
 from scalerl.rl.steps import STEP_COLUMNS, read_steps, write_steps
 
@@ -20,23 +25,71 @@ def model():
     return LlamaForCausalLM(cfg)
 
 
+def _trained(model, seed: int = 0):
+    """(policy, AdamW) after one step on random gradients: the optimizer has state."""
+    policy = shard_policy(model, SINGLE)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(seed)
+    for p in policy.parameters():
+        p.grad = torch.randn(p.shape, generator=gen)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return policy, optimizer
+
+
+def _write(out, model, state, summary, extra=None):
+    policy, optimizer = _trained(model)
+
+    def write_main(tmp):
+        ckpt.write_state_files(tmp, state=state, summary=summary)
+        if extra is not None:
+            extra(tmp)
+
+    write_checkpoint(out, policy=policy, optimizer=optimizer, tokenizer=new_tiny_tokenizer(),
+                     world=SINGLE, write_main=write_main)
+    return policy, optimizer
+
+
 def test_write_and_read_back(tmp_path, model):
     out = tmp_path / "chunk1"
-    ckpt.write_checkpoint(out, model=model, tokenizer=new_tiny_tokenizer(),
-                          state={"step": 4, "optimizer": {"x": torch.ones(2)}},
-                          summary={"step": 4, "chunk": 1, "compute_flops": 1.5})
+    policy, optimizer = _write(out, model, {"step": 4},
+                               {"step": 4, "chunk": 1, "compute_flops": 1.5})
     assert ckpt.is_trainer_checkpoint(out)
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
+    assert sorted(p.name for p in (out / "dcp").iterdir()) == [".metadata", "__0_0.distcp"]
     state = ckpt.load_trainer_state(out)
-    assert state["step"] == 4 and torch.equal(state["optimizer"]["x"], torch.ones(2))
+    assert state["step"] == 4 and state["format"] == ckpt.STATE_FORMAT == 3
+    assert "optimizer" not in state  # the model and AdamW state are in dcp/
     assert ckpt.read_trainer_summary(out)["compute_flops"] == 1.5
     assert [p.name for p in tmp_path.iterdir()] == ["chunk1"]  # no temporary leftovers
+    fresh = LlamaForCausalLM(model.config)  # other weights, no optimizer state
+    policy_b = shard_policy(fresh, SINGLE)
+    optimizer_b = torch.optim.AdamW(policy_b.parameters(), lr=0.5)
+    load_checkpoint_state(out, policy_b, optimizer_b)
+    for (name, a), b in zip(policy.state_dict().items(), policy_b.state_dict().values()):
+        torch.testing.assert_close(b, a, atol=0, rtol=0, msg=name)
+    sa, sb = optimizer.state_dict(), optimizer_b.state_dict()
+    assert sb["param_groups"][0]["lr"] == 1e-2 and sa["state"].keys() == sb["state"].keys()
+    for key, va in sa["state"].items():
+        for field in ("step", "exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(sb["state"][key][field], va[field], atol=0, rtol=0)
+
+
+def test_a_one_rank_state_of_format_2_is_refused_naming_the_change(tmp_path, model):
+    out = tmp_path / "chunk1"
+    _write(out, model, {"step": 4}, {"step": 4})
+    state = torch.load(out / ckpt.STATE_FILE, weights_only=False)
+    torch.save({**state, "format": 2, "optimizer": {}}, out / ckpt.STATE_FILE)
+    with pytest.raises(ValueError, match=r"format 2 written at one trainer rank .*optimizer "
+                                         r"state in trainer_state.pt.*re-run this chunk"):
+        ckpt.load_trainer_state(out)
+    torch.save({**state, "format": 2}, out / ckpt.STATE_FILE)  # format 2 of several ranks
+    assert ckpt.load_trainer_state(out)["step"] == 4  # the same layout: it resumes
 
 
 def test_a_state_that_numbered_chunks_from_0_is_refused_naming_the_change(tmp_path, model):
     out = tmp_path / "chunk1"
-    ckpt.write_checkpoint(out, model=model, tokenizer=new_tiny_tokenizer(),
-                          state={"step": 4, "optimizer": {}}, summary={"step": 4})
+    _write(out, model, {"step": 4}, {"step": 4})
     state = torch.load(out / ckpt.STATE_FILE, weights_only=False)
     torch.save({**state, "format": 1, "chunk": 0}, out / ckpt.STATE_FILE)
     with pytest.raises(ValueError, match=r"format 1 .*numbered training chunks from 0 .*chunk "
@@ -46,17 +99,14 @@ def test_a_state_that_numbered_chunks_from_0_is_refused_naming_the_change(tmp_pa
 
 def test_failed_write_keeps_the_previous_directory(tmp_path, model):
     out = tmp_path / "ckpt"
-    tok = new_tiny_tokenizer()
-    ckpt.write_checkpoint(out, model=model, tokenizer=tok, state={"step": 2},
-                          summary={"step": 2})
+    _write(out, model, {"step": 2}, {"step": 2})
 
     def boom(tmp):
         (tmp / "half-written").write_text("x")
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
-        ckpt.write_checkpoint(out, model=model, tokenizer=tok, state={"step": 3},
-                              summary={"step": 3}, extra=boom)
+        _write(out, model, {"step": 3}, {"step": 3}, extra=boom)
     assert json.loads((out / ckpt.SUMMARY_FILE).read_text())["step"] == 2
     assert not (out / "half-written").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

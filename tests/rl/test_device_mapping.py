@@ -96,3 +96,18 @@ def test_the_weight_transport_follows_the_placement():
     with pytest.raises(ConfigError, match="NCCL refuses two ranks on one GPU"):
         pipeline_options(pause.replace(vllm={"weight_transfer": "nccl"}), model,
                          colocated=True, cuda=True)
+
+
+def test_one_engine_config_builder_for_trainer_and_eval():
+    """`RunConfig.engine_config` is the EngineConfig of the trainer's engines and of `scalerl
+    eval`: the run's engine, seed, device, threads, batch and interruption text; evaluation
+    changes only the temperature."""
+    cfg = RunConfig(engine="hf", seed=7, device="cpu", threads=3, temperature=0.8, gen_batch=0)
+    train = cfg.engine_config()
+    assert (train.backend, train.seed, train.device, train.threads, train.temperature) == (
+        "hf", 7, "cpu", 3, 0.8)
+    assert train.max_batch == cfg.recipe.samples_per_step
+    assert train.interruption_text == cfg.recipe.interruption_text and train.vllm is None
+    assert cfg.replace(gen_batch=12).engine_config().max_batch == 12
+    evaluation = cfg.engine_config(temperature=0.6)
+    assert evaluation == train.replace(temperature=0.6)

@@ -3,12 +3,13 @@ micro-batches (a prompt group split across them) equals the step on the whole ba
 
 import pytest
 import torch
+from test_trainer_helpers import OneRankStep
 
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model
 from scalerl.rl.batch import TrainBatch, padding_fraction, split_by_groups, split_by_tokens
 from scalerl.rl.recipe import recipe_from_preset
-from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+from scalerl.rl.update import StepNumerics
 
 # 6 sequences of width 12, 3 prompt tokens each; real lengths and groups:
 #   row:     0  1  2   3  4  5
@@ -59,9 +60,7 @@ def _step(aggregation: str, numerics: StepNumerics | None):
     recipe = recipe_from_preset("scalerl", {"loss": {"aggregation": aggregation},
                                             "optimizer": {"grad_clip": None}})
     model = build_tiny_model(ModelConfig(name="tiny-s", seed=7))
-    optimizer, scheduler = make_optimizer(model, recipe)
-    out = optimizer_step(model, optimizer, scheduler, _batch(), recipe, temperature=0.9,
-                         micro_groups=0, step=1, numerics=numerics)
+    out = OneRankStep(model, recipe).step(_batch(), temperature=0.9, numerics=numerics)
     return out, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
@@ -109,8 +108,6 @@ def test_mismatch_metrics_by_hand_and_over_micro_batches(kind):
     assert expected["mismatch_kl"] > 0.01  # the generator's log-probs are not the model's
     for numerics in (None, StepNumerics(micro_batch_tokens=20)):
         m = build_tiny_model(ModelConfig(name="tiny-s", seed=7))
-        opt, sched = make_optimizer(m, recipe)
-        out = optimizer_step(m, opt, sched, _batch(), recipe, temperature=0.9,
-                             micro_groups=0, step=1, numerics=numerics)
+        out = OneRankStep(m, recipe).step(_batch(), temperature=0.9, numerics=numerics)
         for key, value in expected.items():
             assert out[key] == pytest.approx(value, rel=1e-5, nan_ok=True), (key, numerics)

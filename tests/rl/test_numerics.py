@@ -4,13 +4,14 @@ checkpointing gives the same gradients and leaves the HF engine's cached generat
 
 import pytest
 import torch
+from test_trainer_helpers import OneRankStep
 
 from scalerl.config import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model, new_tiny_tokenizer
 from scalerl.rl.batch import TrainBatch
 from scalerl.rl.recipe import recipe_from_preset
-from scalerl.rl.update import StepNumerics, make_optimizer, optimizer_step
+from scalerl.rl.update import StepNumerics
 from scalerl.rollout.base import Request
 from scalerl.rollout.config import EngineConfig
 from scalerl.rollout.hf_engine import HFEngine
@@ -37,10 +38,9 @@ def _train(numerics: StepNumerics, dtype=torch.float32, steps: int = 5) -> torch
     assert recipe.optimizer.lr == 5e-7
     model = build_tiny_model(TINY).to(dtype)
     before = [p.detach().clone() for p in model.parameters()]
-    optimizer, scheduler = make_optimizer(model, recipe)
+    trainer = OneRankStep(model, recipe)
     for step in range(1, steps + 1):
-        optimizer_step(model, optimizer, scheduler, _batch(), recipe, temperature=1.0,
-                       micro_groups=0, step=step, numerics=numerics)
+        trainer.step(_batch(), step=step, numerics=numerics)
     return torch.cat([(p.detach().float() - b.float()).flatten()
                       for p, b in zip(model.parameters(), before)])
 
@@ -85,11 +85,9 @@ def test_numerics_config_and_dtype_errors():
         StepNumerics(micro_batch_tokens=-1)
     recipe = recipe_from_preset("scalerl")
     model = build_tiny_model(TINY).to(torch.bfloat16)
-    optimizer, scheduler = make_optimizer(model, recipe)
     with pytest.raises(ValueError, match="parameters are torch.bfloat16 but param_dtype is "
                                          "float32: load or cast the model to float32"):
-        optimizer_step(model, optimizer, scheduler, _batch(), recipe, temperature=1.0,
-                       micro_groups=0, step=1, numerics=StepNumerics())
+        OneRankStep(model, recipe).step(_batch(), numerics=StepNumerics())
 
 
 def _checkpointed_step(enabled: bool):
@@ -97,11 +95,9 @@ def _checkpointed_step(enabled: bool):
     model = build_tiny_model(TINY)
     calls = []
     model.model.layers[0].register_forward_pre_hook(lambda *args: calls.append(1))
-    optimizer, scheduler = make_optimizer(model, recipe)
     numerics = StepNumerics(gradient_checkpointing=enabled, micro_batch_tokens=96,
                             logprob_chunk_tokens=16)
-    out = optimizer_step(model, optimizer, scheduler, _batch(), recipe, temperature=1.0,
-                         micro_groups=0, step=1, numerics=numerics)
+    out = OneRankStep(model, recipe).step(_batch(), numerics=numerics)
     return model, out, len(calls), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
@@ -136,14 +132,12 @@ def test_an_optimizer_step_on_cuda_with_bf16_compute_follows_the_cpu_step():
     recipe = recipe_from_preset("scalerl", {"optimizer": {"warmup_steps": 0}})
     out = {}
     for device in ("cpu", "cuda"):
-        model = build_tiny_model(TINY).to(device)
-        before = next(model.parameters()).detach().clone()
-        optimizer, scheduler = make_optimizer(model, recipe)
+        model = build_tiny_model(TINY)
+        before = next(model.parameters()).detach().clone().to(device)
         # the batch stays on the CPU, as the trainer builds it: the step moves each
         # micro-batch to the model's device
-        out[device] = optimizer_step(model, optimizer, scheduler, _batch(), recipe,
-                                     temperature=1.0, micro_groups=0, step=1,
-                                     numerics=StepNumerics(logprob_chunk_tokens=16))
+        out[device] = OneRankStep(model, recipe, device).step(
+            _batch(), numerics=StepNumerics(logprob_chunk_tokens=16))
         param = next(model.parameters())
         assert param.dtype == torch.float32 and not torch.equal(param.detach(), before)
     cpu, cuda = out["cpu"], out["cuda"]

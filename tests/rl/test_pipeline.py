@@ -165,6 +165,26 @@ def test_generator_failure_is_reported_with_its_traceback():
         Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)
 
 
+def make_stuck_engine(seconds: float):
+    """An engine whose start takes `seconds` (a vLLM engine compiling, or hung)."""
+    time.sleep(seconds)
+    return CountingEngine()
+
+
+def test_a_generator_slower_than_its_start_allowance_is_named():
+    """The start deadline follows the specs being started (EngineSpec.start_timeout_s, e.g.
+    vLLM's 1,200 s with CUDA graphs), not a fixed 300 s: a 1 s allowance on an engine that
+    needs 120 s fails after about that second, naming the generator and the knob."""
+    fast = EngineSpec(make_engine, {}, threads=1)
+    stuck = EngineSpec(make_stuck_engine, {"seconds": 120}, threads=1, start_timeout_s=1.0)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"scalerl-generator-1 not ready 1 s after the last "
+                       r"progress.*vllm\.start_timeout_s"):
+        Pipeline([fast, stuck], {"w": torch.zeros(1)}, version=0, max_lag=1,
+                 max_concurrent=4, start_timeout_s=None)
+    assert time.monotonic() - start < 100  # not the stuck engine's 120 s
+
+
 def test_dead_generator_is_detected():
     spec = EngineSpec(make_engine, {"n_tokens": 4, "step_sleep_s": 0.0}, threads=1)
     pipe = Pipeline([spec], {"w": torch.zeros(1)}, version=0, max_lag=1, max_concurrent=4)

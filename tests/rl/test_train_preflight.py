@@ -19,7 +19,7 @@ from scalerl.rl.numerics import StepNumerics
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import read_steps
 from scalerl.rl.trainer import train_chunk
-from scalerl.train import check_plan, longest_prompt_tokens
+from scalerl.train import check_plan, estimate_longest_prompt_tokens
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,9 @@ def test_longest_prompt_is_measured_as_the_trainer_formats_it(micro):
     longest = max(len(p) for p in frame.loc[frame["split"] == "train", "prompt"])
     # the micro base has the character tokenizer and no chat template: bos + one id per char
     assert load_tokenizer(micro / "base").chat_template is None
-    assert longest_prompt_tokens(str(micro / "prompts.parquet"), str(micro / "base")) == \
+    assert estimate_longest_prompt_tokens(str(micro / "prompts.parquet"), str(micro / "base")) == \
         longest + 1
-    assert longest_prompt_tokens(str(micro / "missing.parquet"), str(micro / "base")) is None
+    assert estimate_longest_prompt_tokens(str(micro / "missing.parquet"), str(micro / "base")) is None
 
 
 def test_plan_check_skipped_on_cpu_and_run_with_gpu_mem(micro):

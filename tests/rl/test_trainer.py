@@ -10,16 +10,22 @@ import sys
 
 import pytest
 import torch
-from test_trainer_helpers import cache_dir, micro_base, micro_recipe, run_config_dict
+from test_trainer_helpers import (
+    OneRankStep,
+    cache_dir,
+    micro_base,
+    micro_recipe,
+    run_config_dict,
+)
 
 from scalerl.config import ConfigError
 from scalerl.rl import checkpoint as ckpt
-from scalerl.rl.batch import assemble_batch
+from scalerl.rl.batch import score_batch, split_shares
 from scalerl.rl.recipe import list_presets, recipe_from_preset
 from scalerl.rl.rollout_log import read_rollouts
 from scalerl.rl.run_config import RunConfig
 from scalerl.rl.steps import STEP_COLUMNS, TIME_COLUMNS, read_steps
-from scalerl.rl.trainer import NonFiniteError, optimizer_step, train_chunk
+from scalerl.rl.trainer import NonFiniteError, train_chunk
 from scalerl.rollout.base import Completion, Request
 
 PIPELINE_PRESETS = {name for name in list_presets()
@@ -159,14 +165,20 @@ def _completion(group, tokens, logps, mask=None, prompt=(1, 9, 9)):
                       list(mask), [0] * len(tokens), "", "stop", False, False)
 
 
-def test_assemble_batch_by_hand():
+def _one_share(completions, correct, recipe):
+    """The trainer's batch at one rank: `score_batch`, the one share of `split_shares`."""
+    scored = score_batch(completions, correct, recipe, 0)
+    return split_shares(scored, 1)[0], scored.stats
+
+
+def test_score_split_and_pad_by_hand():
     recipe = recipe_from_preset("scalerl")
     comps = [_completion(0, [5, 6], [-1.0, -2.0]), _completion(0, [7], [-0.5]),
              _completion(1, [5], [-1.0]), _completion(1, [6, 2, 3], [-1.0, 0.0, -3.0],
                                                      mask=[True, False, True])]
     # group 0: rewards +1, -1 (kept); group 1: -1, -1 (zero variance, dropped)
-    batch, stats = assemble_batch(comps, [True, False, False, False], recipe, trainer_version=0,
-                                  pad_id=0)
+    share, stats = _one_share(comps, [True, False, False, False], recipe)
+    batch = share.pad(0)
     assert stats.pass_rate == 0.25 and stats.reward_mean == -0.5
     assert stats.zero_variance_fraction == 0.5 and stats.n_kept == 2
     assert stats.prompt_tokens == [3, 3, 3, 3] and stats.completion_tokens == [2, 1, 1, 3]
@@ -179,7 +191,7 @@ def test_assemble_batch_by_hand():
     assert batch.n_tokens == 9
     # without the filter the inserted token (mask False) carries no generator logprob
     loo = recipe_from_preset("loo-batch")
-    batch, _ = assemble_batch(comps, [True, False, False, False], loo, 0, pad_id=0)
+    batch = _one_share(comps, [True, False, False, False], loo)[0].pad(0)
     assert batch.n_sequences == 4
     torch.testing.assert_close(batch.gen_logprobs[3, 3:], torch.tensor([-1.0, 0.0, -3.0]))
 
@@ -193,27 +205,24 @@ def _model():
     return LlamaForCausalLM(cfg)
 
 
-def _toy_batch(recipe):
+def _toy_step(model, recipe, *, step: int = 1, micro_groups: int = 0) -> dict:
+    """One optimizer step on the trainer's path at one rank, on the toy batch."""
     comps = [_completion(g, [3 + (g + j) % 5, 4, 5 + j][: 1 + (g + j) % 3],
                          [-1.5, -2.0, -2.5][: 1 + (g + j) % 3])
              for g in range(3) for j in range(2)]
-    correct = [True, False, False, True, True, False]
-    batch, _ = assemble_batch(comps, correct, recipe, 0, pad_id=0)
-    return batch
+    share, _ = _one_share(comps, [True, False, False, True, True, False], recipe)
+    return OneRankStep(model, recipe).step(share.pad(0), step=step, micro_groups=micro_groups,
+                                           normalizer=share.normalizer)
 
 
 @pytest.mark.parametrize("aggregation", ["prompt", "sample", "token"])
 def test_micro_batches_give_the_full_batch_gradient(aggregation):
-    from scalerl.rl.trainer import make_optimizer
-
     recipe = recipe_from_preset("scalerl", {"loss": {"aggregation": aggregation},
                                             "optimizer": {"grad_clip": None}})
     grads = []
     for micro in (0, 1):
         model = _model()
-        opt, sched = make_optimizer(model, recipe)
-        out = optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
-                             micro_groups=micro, step=1)
+        out = _toy_step(model, recipe, micro_groups=micro)
         grads.append((out["loss"], [p.grad.clone() for p in model.parameters()]))
     assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-5)
     for a, b in zip(grads[0][1], grads[1][1]):
@@ -221,29 +230,21 @@ def test_micro_batches_give_the_full_batch_gradient(aggregation):
 
 
 def test_non_finite_loss_stops_with_the_step():
-    from scalerl.rl.trainer import make_optimizer
-
     recipe = recipe_from_preset("scalerl")
     model = _model()
     with torch.no_grad():
         model.model.norm.weight[0] = float("nan")
-    opt, sched = make_optimizer(model, recipe)
     with pytest.raises(NonFiniteError, match="step 7: the trainer's log-probabilities are non-finite"):
-        optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
-                       micro_groups=0, step=7)
+        _toy_step(model, recipe, step=7)
 
 
 def test_non_finite_gradient_names_the_parameter():
-    from scalerl.rl.trainer import make_optimizer
-
     recipe = recipe_from_preset("scalerl")
     model = _model()
     model.model.layers[0].mlp.down_proj.weight.register_hook(lambda g: g * float("inf"))
-    opt, sched = make_optimizer(model, recipe)
     before = model.model.layers[0].mlp.down_proj.weight.detach().clone()
     with pytest.raises(NonFiniteError, match=r"step 3: gradient norm is (inf|nan).*down_proj"):
-        optimizer_step(model, opt, sched, _toy_batch(recipe), recipe, temperature=1.0,
-                       micro_groups=0, step=3)
+        _toy_step(model, recipe, step=3)
     torch.testing.assert_close(model.model.layers[0].mlp.down_proj.weight.detach(), before)
 
 
@@ -354,3 +355,35 @@ def test_steps_rows_time_the_phases_of_a_step(micro, tmp_path):
     assert frame["seq_ratio_mean"].isna().all()
     wall = frame["compute_device_hours"].diff().fillna(frame["compute_device_hours"]) * 3600
     assert (times.sum(axis=1) <= wall + 1e-6).all()
+
+
+def test_in_process_generation_samples_in_the_model_dtype(micro, tmp_path, monkeypatch):
+    """One generation dtype rule at every world size (config/README.md, "Dtypes"): the
+    in-process HF engine samples in the model config's dtype, so float32 master weights of a
+    bfloat16 model generate in bfloat16 at one rank (a copy that gets the weights after every
+    step), as they do at several; a float32 model shares the trainer's own model. The bf16
+    sampler then differs from the float32 trainer: a larger generator-trainer mismatch."""
+    import scalerl.rollout.hf_engine as hf
+    from scalerl.models.config import ModelConfig as Model
+
+    seen = []
+    real_init = hf.HFEngine.__init__
+
+    def spy(self, model, *args, **kwargs):
+        seen.append(next(model.parameters()).dtype)
+        real_init(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(hf.HFEngine, "__init__", spy)
+    cfg = _cfg(recipe={"off_policy": "on-policy"})
+    assert cfg.numerics.param_dtype == "float32"
+    kl = {}
+    for dtype in ("float32", "bfloat16"):
+        train_chunk(cfg, chunk=1, init=micro / "base", prompts=micro / "prompts.parquet",
+                    out=tmp_path / dtype, model_cfg=Model(dtype=dtype))
+        assert seen[-1] == getattr(torch, dtype)
+        frame = read_steps(tmp_path / dtype / "steps.parquet")
+        assert frame["step"].tolist() == [1, 2]
+        kl[dtype] = float(frame["mismatch_kl"].mean())
+        weights = _weights(tmp_path / dtype)  # the trainer's master weights stay float32
+        assert {t.dtype for t in weights.values()} == {torch.float32}
+    assert kl["bfloat16"] > 10 * max(kl["float32"], 1e-9), kl

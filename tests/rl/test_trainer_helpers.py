@@ -1,5 +1,5 @@
 """Helpers of the trainer tests (no tests here): a micro base model that solves 1-digit additions
-about half the time, and its prompt set.
+about half the time, and its prompt set; `OneRankStep`, the trainer's optimizer step at one rank.
 The trainer tests need real rewards with variance inside groups, i.e. a policy that is right
 sometimes. Building the project's tiny SFT base takes minutes, so this builds an 89k-parameter
 Llama (hidden 64, 2 layers) and teaches it `a+b=` -> `<think>a+b+0=s</think>\\boxed{s}` with 120
@@ -169,3 +169,49 @@ def freeze_at_save(cmd: list[str], partial: Path, save_at: int, env: dict | None
             raise AssertionError(f"save {save_at} of {partial} not reached in {timeout_s} s")
         time.sleep(0.05)
     return proc, stopped[0]
+
+
+class OneRankStep:
+    """The trainer's optimizer step at one rank, set up as `scalerl.rl.trainer` sets it up:
+    the model wrapped by `shard_policy` (on `device`), `make_optimizer` of that policy, and
+    `optimizer_step` with the world, the run's numerics (the RunConfig default unless given)
+    and the whole batch's loss denominators (`LossNormalizer.from_batch` of a hand-made
+    batch, or a `RankShare`'s normalizer from `score_batch`)."""
+
+    def __init__(self, model, recipe, device: str = "cpu"):
+        from scalerl.parallel.shard import shard_policy
+        from scalerl.parallel.world import World
+        from scalerl.rl.update import make_optimizer
+
+        self.world = World(device=torch.device(device))
+        self.model, self.recipe = model, recipe
+        self.policy = shard_policy(model, self.world)
+        self.optimizer, self.scheduler = make_optimizer(self.policy, recipe)
+
+    def step(self, batch, *, step: int = 1, numerics=None, micro_groups: int = 0,
+             temperature: float = 1.0, normalizer=None) -> dict:
+        from scalerl.rl.losses import LossNormalizer
+        from scalerl.rl.update import StepNumerics, optimizer_step
+
+        if normalizer is None:
+            normalizer = LossNormalizer.from_batch(batch.loss_mask, batch.group_ids)
+        return optimizer_step(self.policy, self.optimizer, self.scheduler, batch, self.recipe,
+                              temperature=temperature, micro_groups=micro_groups, step=step,
+                              numerics=numerics or StepNumerics(), normalizer=normalizer,
+                              world=self.world)
+
+
+def saved_optimizer_state(checkpoint: Path) -> dict:
+    """The AdamW state dict a checkpoint resumes with, read back by the trainer's loader
+    (`load_checkpoint_state` into the checkpoint's own model at one rank)."""
+    from scalerl.models.config import ModelConfig
+    from scalerl.models.loading import load_model
+    from scalerl.parallel.checkpoint import load_checkpoint_state
+    from scalerl.parallel.shard import shard_policy
+    from scalerl.parallel.world import SINGLE
+
+    policy = shard_policy(load_model(checkpoint, ModelConfig(name=str(checkpoint)), "cpu"),
+                          SINGLE)
+    optimizer = torch.optim.AdamW(policy.parameters())
+    load_checkpoint_state(checkpoint, policy, optimizer)
+    return optimizer.state_dict()

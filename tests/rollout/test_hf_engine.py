@@ -163,7 +163,8 @@ def test_requests_that_cannot_be_served_are_rejected(model, tok):
 
 
 def _generate_in_child(model_dir, requests, queue):
-    from scalerl.rollout.config import EngineConfig, make_engine
+    from scalerl.rollout.config import EngineConfig
+    from scalerl.rollout.factory import make_engine
 
     torch.set_num_threads(1)
     engine = make_engine(model_dir, ModelConfig(name=str(model_dir)), EngineConfig(threads=1))

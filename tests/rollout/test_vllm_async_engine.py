@@ -4,6 +4,7 @@ Run in `.venv-vllm` (`make test-vllm`); skipped where `vllm` does not import or 
 lacks pause_generation. The engine core runs in its own process; one engine per module.
 """
 
+import copy
 import gc
 import threading
 
@@ -18,7 +19,9 @@ from engine_cases import (
     recompute,
 )
 
-from scalerl.models.loading import new_tiny_tokenizer
+from scalerl.models.config import ModelConfig
+from scalerl.models.loading import format_prompt, new_tiny_tokenizer
+from scalerl.rollout.base import Request
 from scalerl.rollout.config import EngineConfig
 from scalerl.rollout.vllm_settings import VllmSettings
 
@@ -32,9 +35,9 @@ CFG = EngineConfig(backend="vllm", max_batch=32, interruption_text="</think>",
 
 @pytest.fixture(scope="module")
 def engine(model_dir):
-    from scalerl.rollout.vllm_engine import has_async_pause
+    from scalerl.rollout.vllm_contract import pause_keeps_requests
 
-    if not has_async_pause():
+    if not pause_keeps_requests():
         pytest.skip("the installed vLLM's AsyncLLM has no pause_generation")
     from scalerl.rollout.vllm_async_engine import AsyncVLLMEngine
 
@@ -129,3 +132,53 @@ def test_update_weights_in_flight_through_pause_and_resume(engine, model, monkey
     c = engine.generate(mixed_requests(TOK, 1, max_new_tokens=6))[0]
     assert set(c.versions) == {version + 1}
     torch.testing.assert_close(torch.tensor(c.logprobs), recompute(model, c), atol=1e-4, rtol=0)
+
+
+def test_a_prompt_repeated_after_a_push_is_scored_with_the_new_weights(engine, model,
+                                                                      monkeypatch):
+    """Prefix caching on (the VllmSettings default): a prompt scored at version v leaves its
+    full KV blocks in vLLM's prefix cache. Requests kept across the pause of the push to v + 1
+    still hold KV blocks, so vLLM's `reset_prefix_cache()` resets nothing then (vLLM 0.32,
+    `BlockPool.reset_prefix_cache`: False while blocks are in use). The same prompt submitted
+    after the push must be scored by the new weights alone: its log-probs equal the trainer's
+    recomputation under them (prompt KV of version v would shift them). Repeated (up to 3
+    times) until a long request was still decoding when the push landed."""
+    block = engine.llm.vllm_config.cache_config.block_size
+    assert engine.settings.enable_prefix_caching
+    prompt = tuple(format_prompt(TOK, "12+34=46 " * 40, ModelConfig()))[:block + 8]
+    assert len(prompt) > block  # one full block: cached
+    gen = torch.Generator().manual_seed(7)
+    new_state = {k: v + 0.05 * torch.randn(v.shape, generator=gen) if v.dim() == 2
+                 else v.clone() for k, v in model.state_dict().items()}
+    new_model = copy.deepcopy(model)
+    new_model.load_state_dict(new_state)
+    watch = _StreamWatch(engine)
+    monkeypatch.setattr(engine.llm, "generate", watch.generate)
+    spanned = False
+    for attempt in range(3):
+        v = engine.version
+        first = engine.generate([Request("repeat", prompt, sample_idx=attempt,
+                                         max_new_tokens=6)])[0]  # cached at version v
+        assert set(first.versions) == {v}
+        torch.testing.assert_close(torch.tensor(first.logprobs), recompute(model, first),
+                                   atol=1e-4, rtol=0)
+        watch.decoding.clear()
+        engine.submit(mixed_requests(TOK, 4, max_new_tokens=200,
+                                     sample_offset=500 + 10 * attempt))
+        assert watch.decoding.wait(timeout=600), "no request streamed any token"
+        engine.update_weights(new_state, version=v + 1)  # pause keeping them, push, resume
+        again = Request("repeat", prompt, sample_idx=attempt, max_new_tokens=6)
+        engine.submit([again])
+        done = []
+        while engine.num_in_flight():
+            done += engine.step()
+        repeat, = (c for c in done if c.request is again)
+        assert set(repeat.versions) == {v + 1}
+        torch.testing.assert_close(torch.tensor(repeat.logprobs), recompute(new_model, repeat),
+                                   atol=1e-4, rtol=0)
+        spanned = any(v in c.versions and v + 1 in c.versions
+                      for c in done if c is not repeat)
+        engine.update_weights(model.state_dict(), version=v + 2)  # the model's weights again
+        if spanned:
+            break
+    assert spanned, "no request was kept across the push, in 3 attempts"

@@ -67,3 +67,22 @@ def test_run_config_and_engine_config_take_the_settings():
     eng = EngineConfig(backend="vllm").replace(vllm=run.vllm.to_dict())
     assert eng.vllm == run.vllm
     assert EngineConfig().vllm is None
+
+
+def test_the_vllm_extra_of_pyproject_is_the_supported_range():
+    """pyproject's `vllm` extra and the range the engines enforce at start
+    (`scalerl.rollout.vllm_contract.VLLM_SPEC`) are the same; 0.33 is outside (issue 35)."""
+    import tomllib
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    from scalerl.rollout.vllm_contract import VLLM_SPEC
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    extra = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]["vllm"]
+    req, = (Requirement(r) for r in extra)
+    assert req.name == "vllm" and req.specifier == SpecifierSet(VLLM_SPEC)
+    assert "0.32.0" in req.specifier and "0.32.5" in req.specifier
+    assert "0.33.0" not in req.specifier and "0.31.0" not in req.specifier

@@ -107,6 +107,19 @@ def test_the_commands_options_come_from_the_sweep():
                                      "--order", "model=m1,m2"]
 
 
+def test_sweep_mates_share_recipe_batch_and_mix():
+    from scalerl.sweep import sweep_mates
+
+    sweep = load_sweep(_sweep())
+    runs = expand(sweep)  # 2 models x 2 lengths x 2 recipes x 2 seeds
+    mates = {r.id for r in sweep_mates(sweep, runs["m1_L40_fast_b4x2_s0"], runs.values())}
+    # the other 7 runs of recipe fast (models, lengths, seeds), none of loo-dapo, not itself
+    assert mates == {r for r in runs if "_fast_" in r} - {"m1_L40_fast_b4x2_s0"}
+    assert len(mates) == 7
+    off = load_sweep(_sweep(fit={"joint": False}))
+    assert sweep_mates(off, runs["m1_L40_fast_b4x2_s0"], runs.values()) == []
+
+
 @pytest.mark.parametrize("change, expected", [
     (lambda d: d["train"].update(chunkz=1), "unknown key train.chunkz"),
     (lambda d: d["train"].update(run="x"), "train.run is set by the sweep"),

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 
 from scalerl.config import ConfigError
 from scalerl import sweep  # (not its names: `expand` is snakemake's here)
-from scalerl.fit.racing import read_stopped
+from scalerl.fit.forecast.racing import read_stopped
 from scalerl.sweep.provenance import write_provenance, write_run_yaml, write_yaml
 
 # Software of every job that runs scalerl (used with --software-deployment-method conda).
@@ -111,6 +111,12 @@ def eval_files(run, upto=None):
     return [rules.eval.output.table.format(run=run, chunk=k) for k in range(last + 1)]
 
 
+def sweep_mate_evals(run):
+    """The eval files of the runs fitted jointly with `run` (`scalerl.sweep.sweep_mates`)."""
+    return [f for mate in sweep.sweep_mates(SWEEP, RUNS[run], RUNS.values())
+            for f in eval_files(mate.id)]
+
+
 def downstream_chunks(run):
     last = last_chunk(run)
     return list(range(last + 1)) if SWEEP.downstream_chunks == "all" else [last]
@@ -149,6 +155,12 @@ def racing_decisions(wildcards=None):
 
 def racing_report_args(decisions):
     return f"--racing {' '.join(map(shlex.quote, decisions))}" if decisions else ""
+
+
+def model_size_args(bases):
+    """--size MODEL=BASE_DIR per model of the sweep (`bases` in SWEEP.grid.models order): the
+    report reads each model's parameter count from its base directory."""
+    return " ".join(f"--size {shlex.quote(f'{m}={b}')}" for m, b in zip(SWEEP.grid.models, bases))
 
 
 def trained_checkpoints(wildcards=None):

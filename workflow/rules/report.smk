@@ -1,5 +1,6 @@
-# Stage 7: the sweep report over every run's fits, predictions (backtest), racing decisions
-# and steps (generator–trainer mismatch).
+# Stage 7: the sweep report over every run's fits, predictions (backtest), racing decisions,
+# steps (generator–trainer mismatch) and base models (their sizes, for the forecast across
+# scale).
 
 
 rule report:
@@ -8,6 +9,7 @@ rule report:
         predictions=expand(rules.predictions.output.table, run=sorted(RUNS)),
         racing=racing_decisions,
         steps=trained_checkpoints,
+        bases=expand(rules.base.output.model, model=SWEEP.grid.models),
     output:
         table=report_file("scaling.parquet", "scaling.rst"),
         markdown=report_file("scaling.md", "scaling_md.rst"),
@@ -17,6 +19,7 @@ rule report:
         out=lambda w, output: os.path.dirname(output.table),
         options=options(sweep.report_options(SWEEP)),
         racing=lambda w, input: racing_report_args(input.racing),
+        sizes=lambda w, input: model_size_args(input.bases),
     log:
         res("logs", "report.log"),
     benchmark:
@@ -29,4 +32,4 @@ rule report:
     shell:
         "scalerl report {input.fits} {params.options} --out {params.out}"
         " --predictions {input.predictions} {params.racing} --steps {input.steps}"
-        " > {log} 2>&1"
+        " {params.sizes} > {log} 2>&1"
