@@ -18,6 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 
+def _family_order(name: str) -> tuple:
+    """Families by name, then difficulty as a number (chain2 before chain10), task means last."""
+    stem = name.rstrip("0123456789")
+    level = name[len(stem):]
+    return (name.startswith("all "), stem, int(level) if level else 0)
+
+
 def family_table(results: Path, chunks: list[int] | None) -> dict[str, pd.DataFrame]:
     prompts = pd.read_parquet(results / "data" / "prompts.parquet")
     prompts["family"] = (prompts["source"].str.replace("synth-", "", regex=False)
@@ -39,6 +46,7 @@ def family_table(results: Path, chunks: list[int] | None) -> dict[str, pd.DataFr
             rows.append(row)
             last = table
         frame = pd.DataFrame(rows)
+        frame = frame[sorted(frame.columns, key=_family_order)]
         if last is not None:
             longest = last[last["correct"]].groupby("family")["n_tokens"].max()
             frame.loc["longest correct (tokens)"] = longest

@@ -75,7 +75,8 @@ def build_tiny_base(cfg: BaseConfig, out: Path) -> dict:
     tokenizer = new_tiny_tokenizer()
     n_params = count_parameters(model)
     progress(f"base {cfg.model.name}: {n_params / 1e6:.3f}M parameters, SFT warm start "
-             f"(band {cfg.sft.band_lo:.2f}-{cfg.sft.band_hi:.2f})")
+             + (f"(band {cfg.sft.band_lo:.2f}-{cfg.sft.band_hi:.2f})" if cfg.sft.stop == "band"
+                else f"({cfg.sft.max_steps} steps)"))
     result = train_sft(model, tokenizer, cfg.sft, fp32_lm_head=cfg.model.fp32_lm_head)
     info = {
         "model": cfg.model.name,

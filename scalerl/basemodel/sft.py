@@ -31,8 +31,15 @@ covered by the training set). The kept model is then measured on `final_eval_pro
 val prompts (the confirmation measurement when there was one); that figure goes into
 base_info.json.
 
-Deliberately left out: learning-rate decay, gradient accumulation and packing (a few hundred
-small steps are enough at this scale).
+`stop: budget` instead trains exactly `max_steps` steps and measures once at the end: every
+model size sees the same examples in the same order, as after pretraining to a fixed token
+budget, so a larger model comes out at least as good (issue 37: the band erased model size,
+tiny-m 0.33 vs tiny-s 0.42 on math at step 0). `decay: cosine` anneals the lr to 0 at
+`max_steps`; `length_buckets > 1` cuts that many batches at a time from consecutive examples
+sorted by length (less padding, the same examples, another order).
+
+Deliberately left out: gradient accumulation and packing (a few thousand small steps are
+enough at this scale).
 """
 
 from __future__ import annotations
@@ -54,11 +61,19 @@ from scalerl.utils.log import progress
 class SFTConfig(Config):
     """Budget and data of the SFT warm start (tiny models only)."""
 
-    max_steps: int = field_(3000, "optimizer steps at most", ge=1)
+    stop: str = field_("band", "'band': stop when the sampled pass rate is inside [band_lo, "
+                       "band_hi] (measured every eval_every steps; max_steps at most); "
+                       "'budget': train exactly max_steps steps, the same examples in the same "
+                       "order for every model size, and measure once at the end",
+                       choices=("band", "budget"))
+    max_steps: int = field_(3000, "optimizer steps at most ('budget': exactly)", ge=1)
     batch_size: int = field_(64, "sequences per step", ge=1)
     lr: float = field_(3e-3, "AdamW learning rate (constant after warmup); 3e-3 reaches the band "
                               "in ~2.4x fewer steps than 1e-3 on tiny-s", gt=0)
     warmup_steps: int = field_(20, "linear warmup steps", ge=0)
+    decay: str = field_("none", "learning-rate decay after warmup: 'none' (constant) or "
+                        "'cosine' (to 0 at max_steps; for stop: budget, where the end is known)",
+                        choices=("none", "cosine"))
     weight_decay: float = field_(0.0, "AdamW weight decay", ge=0)
     grad_clip: float = field_(1.0, "max global gradient norm (0: off)", ge=0)
     math_fraction: float = field_(0.5, "share of math batches (the rest are code)", ge=0, le=1)
@@ -71,7 +86,16 @@ class SFTConfig(Config):
     math_families: tuple[str, ...] = field_(
         ("add", "sub", "mul", "lin"), "synthetic math families (scalerl.tasks.synthetic); "
         "the RL prompt set's families, so the base learns what RL trains on")
+    family_difficulties: dict[str, tuple[int, ...]] = field_(
+        default_factory=dict, doc="difficulties of one math family instead of "
+        "math_difficulties, e.g. {add: [1, 2, 3]} beside chain 1-8")
     code_difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic code difficulties")
+    code_variant: str = field_("ranged", "synthetic code variant, the RL prompt set's "
+                               "(scalerl.tasks.synthetic.CODE_VARIANTS)",
+                               choices=("ranged", "binary"))
+    length_buckets: int = field_(1, "batches formed at a time from consecutive examples "
+                                 "sorted by length (less padding, the same examples); 1: in "
+                                 "order", ge=1)
     n_train: int = field_(20000, "training examples generated per task (cycled)", ge=1)
     data_seed: int = field_(7919, "seed of the SFT/val examples (keep it apart from the RL "
                                   "prompt set's seed)", ge=0)
@@ -93,6 +117,11 @@ class SFTConfig(Config):
         super().validate()
         if self.band_lo > self.band_hi:
             raise ConfigError(f"band_lo {self.band_lo} > band_hi {self.band_hi}")
+        extra = sorted(set(self.family_difficulties) - set(self.math_families))
+        if extra:
+            raise ConfigError(f"family_difficulties names {extra}, which math_families "
+                              f"{list(self.math_families)} does not hold; add them there or "
+                              "drop them")
 
 
 @dataclasses.dataclass
@@ -108,6 +137,18 @@ class SFTResult:
     train_tokens: int
 
 
+def lr_factor(cfg: SFTConfig, step: int) -> float:
+    """Multiplier of cfg.lr at optimizer step `step` (0-based): linear warmup over
+    warmup_steps, then constant or a cosine from 1 to 0 at max_steps."""
+    if cfg.warmup_steps and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.decay == "none":
+        return 1.0
+    span = max(1, cfg.max_steps - cfg.warmup_steps)
+    done = min(1.0, (step - cfg.warmup_steps) / span)
+    return 0.5 * (1.0 + math.cos(math.pi * done))
+
+
 def sft_data(cfg: SFTConfig, tokenizer, n: int, seed_offset: int) -> dict[str, list]:
     """task -> list of (TaskExample, prompt_ids, target_ids)."""
     from scalerl.tasks.synthetic import generate_code, generate_math
@@ -115,10 +156,17 @@ def sft_data(cfg: SFTConfig, tokenizer, n: int, seed_offset: int) -> dict[str, l
     seed = cfg.data_seed + seed_offset
     out: dict[str, list] = {}
     if cfg.math_fraction > 0:
-        out["math"] = generate_math(n, seed, difficulties=cfg.math_difficulties,
-                                    families=cfg.math_families)
+        if cfg.family_difficulties:  # one generator per family; family i at i, i + F, ...
+            per_family = [generate_math(n, seed, families=(fam,), difficulties=tuple(
+                cfg.family_difficulties.get(fam, cfg.math_difficulties)))
+                for fam in cfg.math_families]
+            out["math"] = [ex for group in zip(*per_family) for ex in group][:n]
+        else:
+            out["math"] = generate_math(n, seed, difficulties=cfg.math_difficulties,
+                                        families=cfg.math_families)
     if cfg.math_fraction < 1:
-        out["code"] = generate_code(n, seed, difficulties=cfg.code_difficulties)
+        out["code"] = generate_code(n, seed, difficulties=cfg.code_difficulties,
+                                    variant=cfg.code_variant)
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     for task, examples in out.items():
         enc = []
@@ -128,6 +176,17 @@ def sft_data(cfg: SFTConfig, tokenizer, n: int, seed_offset: int) -> dict[str, l
             enc.append((ex, prompt, target))
         out[task] = enc
     return out
+
+
+def length_batches(pool: list, batch_size: int, rng: random.Random) -> list[list]:
+    """`pool` (a multiple of batch_size examples) cut into batches of similar total length,
+    in random order (popped from the end); one bucket: the pool as it is."""
+    if len(pool) == batch_size:
+        return [pool]
+    ordered = sorted(pool, key=lambda item: len(item[1]) + len(item[2]))
+    batches = [ordered[i:i + batch_size] for i in range(0, len(ordered), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def _batch(items: list, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -292,9 +351,9 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
     rng = random.Random(cfg.data_seed)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(cfg, s))
     cursor = {t: 0 for t in train}
+    queued: dict[str, list] = {t: [] for t in train}
     pad = tokenizer.pad_token_id
     search = BandSearch(cfg.band_lo, cfg.band_hi, cfg.eval_every, cfg.refinements)
     history: list[dict] = []
@@ -311,8 +370,12 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
     while step < cfg.max_steps:
         tasks = sorted(t for t in weights if weights[t] > 0)
         task = rng.choices(tasks, [weights[t] for t in tasks])[0]
-        items = [train[task][(cursor[task] + i) % len(train[task])] for i in range(cfg.batch_size)]
-        cursor[task] += cfg.batch_size
+        if not queued[task]:  # the next length_buckets batches of this task, by length
+            n = cfg.batch_size * cfg.length_buckets
+            pool = [train[task][(cursor[task] + i) % len(train[task])] for i in range(n)]
+            cursor[task] += n
+            queued[task] = length_batches(pool, cfg.batch_size, rng)
+        items = queued[task].pop()
         ids, attn, target = _batch(items, pad)  # [B, T] each
         logp = sequence_logprobs(model, ids, attn, fp32_lm_head=fp32_lm_head)  # [B, T]
         loss = -(logp * target).sum() / target.sum()
@@ -327,8 +390,16 @@ def train_sft(model, tokenizer, cfg: SFTConfig, *, fp32_lm_head: bool = True) ->
         losses.append(float(loss.detach()))
         if not math.isfinite(losses[-1]):
             raise FloatingPointError(f"SFT loss became {losses[-1]} at step {step}; lower lr")
-        if step % search.eval_every and step != cfg.max_steps:
+        if cfg.stop == "budget" and step % cfg.eval_every == 0 and step != cfg.max_steps:
+            recent = losses[-cfg.eval_every:]
+            progress(f"sft step {step}/{cfg.max_steps}: loss {sum(recent) / len(recent):.3f}, "
+                     f"{time.time() - start:.0f}s")
+        if step != cfg.max_steps and (cfg.stop == "budget" or step % search.eval_every):
             continue
+        if cfg.stop == "budget":
+            best = (step, copy.deepcopy(model.state_dict()), sum(losses[-50:]) / len(
+                losses[-50:]), None)
+            break
         rate, by_task = measure(val_select, cfg.eval_prompts, cfg.data_seed + step)
         mean_loss = sum(losses[-search.eval_every:]) / len(losses[-search.eval_every:])
         entry = {"step": step, "pass_rate": rate, "pass_rate_by_task": by_task,

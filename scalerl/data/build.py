@@ -57,7 +57,7 @@ def load_source(src: SourceConfig, skip_malformed: bool) -> LoadResult:
     if src.kind == "synthetic_math":
         return LoadResult(generate_math(src.n, src.seed, src.difficulties, src.families), [])
     if src.kind == "synthetic_code":
-        return LoadResult(generate_code(src.n, src.seed, src.difficulties), [])
+        return LoadResult(generate_code(src.n, src.seed, src.difficulties, src.code_variant), [])
     common = dict(task=src.task, source=src.name or None, columns=src.columns,
                   skip_malformed=skip_malformed, limit=src.limit, format=src.format)
     if src.kind == "file":

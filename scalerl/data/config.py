@@ -37,7 +37,11 @@ class SourceConfig(Config):
     difficulties: tuple[int, ...] = field_((1, 2, 3, 4), "synthetic: difficulty levels, "
                                            "interleaved evenly (math 1-6, lin 1-4; code 1-4)")
     families: tuple[str, ...] = field_(("add", "sub", "mul", "lin"),
-                                       "synthetic_math: families (add, sub, mul, lin, chain)")
+                                       "synthetic_math: families (add, sub, mul, lin, chain, wchain)")
+    code_variant: str = field_("ranged", "synthetic_code: 'ranged' (parameters from ranges, a "
+                               "def answer) or 'binary' (two values per parameter, a lambda "
+                               "answer, examples that determine the program); "
+                               "scalerl.tasks.synthetic", choices=("ranged", "binary"))
     task: str = field_("math", "file/hub: math or code", choices=("math", "code"))
     path: str = field_("", "file: a .parquet, .jsonl or .json file")
     dataset: str = field_("", "hub: dataset id, e.g. POLARIS-Project/Polaris-Dataset-53K")

@@ -20,15 +20,29 @@ Math families (answer in `\\boxed{}`; thinking 8-53 characters):
   steps (errors compound) and the thinking grows by 6 tokens per step (7 to 73 tokens with
   the tags): difficulty is length, and a longer generation budget really opens the longer
   chains.
+- `wchain` the same chain with a two-digit running value (0-99; the operands stay 1-9),
+  difficulty = number of steps (1-6): `47+8-6=` -> `<think>47+8=55 55-6=49</think>\\boxed{49}`.
+  A step is a fact of a 2-digit and a 1-digit number with a carry or borrow about half the
+  time (~1,800 facts against chain's 90) in 8 characters instead of 6: difficulty per token
+  rather than length, meant to need a larger model's capacity at a length every budget fits
+  (issue 37's size effect; levels 1-4 stay under 35 thinking tokens).
 
 Code families (write `f` from input/output examples; the answer is a fenced Python block; the
 think names the inferred rule; hidden tests are 5 inputs different from the shown ones):
 difficulty 1 = one fixed operation (reverse, sorted, sum, max, len, upper), 2 examples shown;
 2 = one operation with a parameter to infer (map v*k+c, filter v>k, filter evens, x*k+c),
 3 examples; 3 = two composed operations; 4 = three composed operations, 3 examples each.
-Prompts are at most ~65 characters (lists of 2-3 digits), solutions at most ~94, e.g.
-`f([3,1,2])=[1,2,3] f([6,0])=[0,6]` -> `<think>sort</think>` + a fenced
-`def f(x):\n    return sorted(x)`.
+Two variants of these rule types (`generate_code(variant=...)`):
+- `ranged` (the default): parameters drawn from ranges (k 2-3, c 1-5, m 2-6), a `def` answer.
+  Prompts are at most ~65 characters (lists of 2-3 digits), solutions at most ~94, e.g.
+  `f([3,1,2])=[1,2,3] f([6,0])=[0,6]` -> `<think>sort</think>` + a fenced
+  `def f(x):\n    return sorted(x)`.
+- `binary`: every parameter takes one of two values (k 2|3, c 1|2, m 3|5; the level-2 map is
+  v*k without +c; a five-way parameter stayed at pass rate 0 under RL while two-way ones
+  rose, BENCHMARKS.md issue 37),
+  the answer is one lambda (`f=lambda x:sorted(x)` in a ```py fence, the shortest program),
+  and the inputs are redrawn (up to _MAX_TRIES times) while another rule of any difficulty
+  fits the shown examples but fails a hidden test, so the examples determine the program.
 
 Deliberately left out: natural-language word problems and multi-function programs; those come
 from real datasets through `scalerl.tasks.loaders`.
@@ -42,7 +56,7 @@ from collections.abc import Callable, Sequence
 
 from scalerl.tasks.base import BOXED_OPEN, THINK_CLOSE, THINK_OPEN, TaskExample, make_prompt_id
 
-__all__ = ["MATH_FAMILIES", "CODE_DIFFICULTIES", "generate_math", "generate_code",
+__all__ = ["MATH_FAMILIES", "CODE_DIFFICULTIES", "CODE_VARIANTS", "generate_math", "generate_code",
            "math_example", "code_example"]
 
 # family -> allowed difficulties
@@ -52,8 +66,10 @@ MATH_FAMILIES: dict[str, tuple[int, ...]] = {
     "mul": (1, 2, 3, 4, 5, 6),
     "lin": (1, 2, 3, 4),
     "chain": tuple(range(1, 13)),
+    "wchain": (1, 2, 3, 4, 5, 6),
 }
 CODE_DIFFICULTIES: tuple[int, ...] = (1, 2, 3, 4)
+CODE_VARIANTS: tuple[str, ...] = ("ranged", "binary")
 _MAX_TRIES = 50  # redraws to avoid a duplicate prompt before accepting one
 
 
@@ -133,23 +149,27 @@ def _lin(rng: random.Random, d: int) -> tuple[str, str, str]:
     raise ValueError(f"lin: difficulty {d} is not supported; choose from {MATH_FAMILIES['lin']}")
 
 
-def _chain(rng: random.Random, d: int) -> tuple[str, str, str]:
-    value = rng.randint(0, 9)
+def _chain(rng: random.Random, d: int, top: int = 9) -> tuple[str, str, str]:
+    value = rng.randint(0, top)
     prompt, steps = str(value), []
-    for _ in range(d):  # each step adds or subtracts 1-9, the running value stays 0..9
-        if value == 9 or (value > 0 and rng.random() < 0.5):
-            t = rng.randint(1, value)
+    for _ in range(d):  # each step adds or subtracts 1-9, the running value stays 0..top
+        if value == top or (value > 0 and rng.random() < 0.5):
+            t = rng.randint(1, min(9, value))
             steps.append(f"{value}-{t}={value - t}")
             prompt, value = prompt + f"-{t}", value - t
         else:
-            t = rng.randint(1, 9 - value)
+            t = rng.randint(1, min(9, top - value))
             steps.append(f"{value}+{t}={value + t}")
             prompt, value = prompt + f"+{t}", value + t
     return prompt + "=", " ".join(steps), str(value)
 
 
+def _wchain(rng: random.Random, d: int) -> tuple[str, str, str]:
+    return _chain(rng, d, top=99)
+
+
 _MATH: dict[str, Callable[[random.Random, int], tuple[str, str, str]]] = {
-    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin, "chain": _chain,
+    "add": _add, "sub": _sub, "mul": _mul, "lin": _lin, "chain": _chain, "wchain": _wchain,
 }
 
 
@@ -165,19 +185,14 @@ def math_example(family: str, difficulty: int, rng: random.Random) -> TaskExampl
 # ---- code -------------------------------------------------------------------------------------
 # A rule: (think text, return expression, python function, input kind).
 Rule = tuple[str, str, Callable, str]
+_K, _C, _M = (2, 3), (1, 2), (3, 5)  # the values a rule's parameter may take (two each)
 
 
-def _code_rule(rng: random.Random, d: int) -> Rule:
+def _ranged_rule(rng: random.Random, d: int) -> Rule:
+    """variant `ranged`: a rule of difficulty `d` with its parameters drawn from ranges."""
     k, c, m = rng.randint(2, 3), rng.randint(1, 5), rng.randint(2, 6)
     if d == 1:
-        return rng.choice([
-            ("reverse", "x[::-1]", lambda x: x[::-1], "list"),
-            ("sort", "sorted(x)", sorted, "list"),
-            ("sum", "sum(x)", sum, "list"),
-            ("max", "max(x)", max, "list"),
-            ("len", "len(x)", len, "list"),
-            ("upper", "x.upper()", str.upper, "str"),
-        ])
+        return rng.choice([r for [r] in _binary_rules(1)])
     if d == 2:
         return rng.choice([
             (f"v*{k}+{c}", f"[v*{k}+{c} for v in x]", lambda x: [v * k + c for v in x], "list"),
@@ -208,6 +223,58 @@ def _code_rule(rng: random.Random, d: int) -> Rule:
     raise ValueError(f"code: difficulty {d} is not supported; choose from {CODE_DIFFICULTIES}")
 
 
+def _binary_rules(d: int) -> list[list[Rule]]:
+    """variant `binary`: the rules of difficulty `d`, one list per rule type (one rule per
+    parameter value)."""
+    if d == 1:
+        return [[r] for r in (
+            ("reverse", "x[::-1]", lambda x: x[::-1], "list"),
+            ("sort", "sorted(x)", sorted, "list"),
+            ("sum", "sum(x)", sum, "list"),
+            ("max", "max(x)", max, "list"),
+            ("len", "len(x)", len, "list"),
+            ("upper", "x.upper()", str.upper, "str"),
+        )]
+    if d == 2:
+        return [
+            [(f"v*{k}", f"[v*{k} for v in x]", lambda x, k=k: [v * k for v in x], "list")
+             for k in _K],
+            [(f"v>{m}", f"[v for v in x if v>{m}]", lambda x, m=m: [v for v in x if v > m],
+              "list") for m in _M],
+            [("even", "[v for v in x if v%2==0]", lambda x: [v for v in x if v % 2 == 0],
+              "list")],
+            [(f"x*{k}+{c}", f"x*{k}+{c}", lambda x, k=k, c=c: x * k + c, "int")
+             for k in _K for c in _C],
+        ]
+    if d == 3:
+        return [
+            [(f"even v*{k}", f"[v*{k} for v in x if v%2==0]",
+              lambda x, k=k: [v * k for v in x if v % 2 == 0], "list") for k in _K],
+            [(f"rev v+{c}", f"[v+{c} for v in x[::-1]]",
+              lambda x, c=c: [v + c for v in x[::-1]], "list") for c in _C],
+            [("sort rev", "sorted(x)[::-1]", lambda x: sorted(x)[::-1], "list")],
+            [(f"sum v*{k}", f"sum(v*{k} for v in x)", lambda x, k=k: sum(v * k for v in x),
+              "list") for k in _K],
+            [("rev upper", "x[::-1].upper()", lambda x: x[::-1].upper(), "str")],
+        ]
+    if d == 4:
+        return [
+            [(f"v>{m} sort v*{k}", f"[v*{k} for v in sorted(x) if v>{m}]",
+              lambda x, m=m, k=k: [v * k for v in sorted(x) if v > m], "list")
+             for m in _M for k in _K],
+            [(f"even rev v+{c}", f"[v+{c} for v in x[::-1] if v%2==0]",
+              lambda x, c=c: [v + c for v in x[::-1] if v % 2 == 0], "list") for c in _C],
+            [(f"sum v*{k} +{c}", f"sum(v*{k} for v in x)+{c}",
+              lambda x, k=k, c=c: sum(v * k for v in x) + c, "list") for k in _K for c in _C],
+        ]
+    raise ValueError(f"code: difficulty {d} is not supported; choose from {CODE_DIFFICULTIES}")
+
+
+# Every rule of every difficulty: the programs an ambiguous prompt could also mean.
+_ALL_RULES: tuple[Rule, ...] = tuple(r for d in CODE_DIFFICULTIES for rules in _binary_rules(d)
+                                     for r in rules)
+
+
 def _code_input(rng: random.Random, kind: str) -> object:
     if kind == "int":
         return rng.randint(0, 20)
@@ -220,20 +287,52 @@ def _fmt(v: object) -> str:
     return repr(v).replace(", ", ",")
 
 
-def code_example(difficulty: int, rng: random.Random) -> TaskExample:
-    """One program-synthesis example at `difficulty` drawn from `rng`."""
-    think, expr, fn, kind = _code_rule(rng, difficulty)
-    n_shown = 2 if difficulty == 1 else 3
+def _ambiguous(rule: Rule, shown: list, hidden: list) -> bool:
+    """Whether another rule fits every shown example but fails a hidden test."""
+    fn, kind = rule[2], rule[3]
+    for other in _ALL_RULES:
+        if other[3] != kind or other is rule:
+            continue
+        if all(other[2](x) == fn(x) for x in shown) and any(other[2](x) != fn(x)
+                                                            for x in hidden):
+            return True
+    return False
+
+
+def _distinct_inputs(rng: random.Random, kind: str, n: int) -> list[object]:
     inputs: list[object] = []
-    while len(inputs) < n_shown + 5:  # shown examples first, then 5 distinct hidden tests
+    while len(inputs) < n:
         x = _code_input(rng, kind)
         if x not in inputs:
             inputs.append(x)
+    return inputs
+
+
+def code_example(difficulty: int, rng: random.Random, variant: str = "ranged") -> TaskExample:
+    """One program-synthesis example at `difficulty` of `variant` (CODE_VARIANTS) drawn from
+    `rng`: a rule, then distinct inputs (the shown examples first, then 5 hidden tests); variant
+    `binary` draws a rule type then its parameter value, and redraws the inputs (up to
+    _MAX_TRIES times) while another rule fits the shown examples but not the tests."""
+    if variant not in CODE_VARIANTS:
+        raise ValueError(f"code: variant {variant!r} is not supported; choose from "
+                         f"{CODE_VARIANTS}")
+    n_shown = 2 if difficulty == 1 else 3
+    if variant == "ranged":
+        rule = _ranged_rule(rng, difficulty)
+        inputs = _distinct_inputs(rng, rule[3], n_shown + 5)
+    else:
+        rule = rng.choice(rng.choice(_binary_rules(difficulty)))
+        for _ in range(_MAX_TRIES):
+            inputs = _distinct_inputs(rng, rule[3], n_shown + 5)
+            if not _ambiguous(rule, inputs[:n_shown], inputs[n_shown:]):
+                break
+    think, expr, fn, _ = rule
     shown, hidden = inputs[:n_shown], inputs[n_shown:]
     prompt = " ".join(f"f({_fmt(x)})={_fmt(fn(x))}" for x in shown) + "\n"
     tests = json.dumps({"type": "function", "fn_name": "f", "inputs": [[x] for x in hidden],
                         "outputs": [fn(x) for x in hidden]}, separators=(",", ":"))
-    code = f"```python\ndef f(x):\n    return {expr}\n```"
+    code = (f"```python\ndef f(x):\n    return {expr}\n```" if variant == "ranged"
+            else f"```py\nf=lambda x:{expr}\n```")
     source = "synth-code"
     return TaskExample(prompt_id=make_prompt_id(source, prompt), task="code", source=source,
                        prompt=prompt, answer=None, tests=tests, difficulty=difficulty,
@@ -286,11 +385,15 @@ def generate_math(n: int, seed: int, difficulties: Sequence[int] = (1, 2, 3, 4),
         families[i % n_fam], difficulties[(i // n_fam) % len(difficulties)], rng))
 
 
-def generate_code(n: int, seed: int,
-                  difficulties: Sequence[int] = (1, 2, 3, 4)) -> list[TaskExample]:
-    """`n` code examples, difficulties interleaved evenly, deterministic in `seed`."""
+def generate_code(n: int, seed: int, difficulties: Sequence[int] = (1, 2, 3, 4),
+                  variant: str = "ranged") -> list[TaskExample]:
+    """`n` code examples of `variant` (CODE_VARIANTS), difficulties interleaved evenly,
+    deterministic in `seed`."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     _check(difficulties, CODE_DIFFICULTIES, "code")
+    if variant not in CODE_VARIANTS:
+        raise ValueError(f"code: variant {variant!r} is not supported; choose from "
+                         f"{CODE_VARIANTS}")
     rng = random.Random(f"code-{seed}")
-    return _unique(n, lambda i: code_example(difficulties[i % len(difficulties)], rng))
+    return _unique(n, lambda i: code_example(difficulties[i % len(difficulties)], rng, variant))

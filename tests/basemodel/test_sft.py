@@ -2,15 +2,25 @@
 
 import json
 import math
+import random
 
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from scalerl.basemodel.sft import BandSearch, SFTConfig, sft_data, task_weights, train_sft
+from scalerl.basemodel.sft import (
+    BandSearch,
+    SFTConfig,
+    length_batches,
+    lr_factor,
+    sft_data,
+    task_weights,
+    train_sft,
+)
 from scalerl.cli import main
 from scalerl.config import ConfigError
 from scalerl.models.config import ModelConfig
 from scalerl.models.loading import build_tiny_model, new_tiny_tokenizer
+from scalerl.tasks.synthetic import generate_math
 
 
 def test_band_search_keeps_the_first_rate_inside_the_band():
@@ -74,6 +84,31 @@ def test_sft_config_checks_the_band():
         SFTConfig(band_lo=0.5, band_hi=0.2)
 
 
+def test_family_difficulties_interleave_one_generator_per_family():
+    tok = new_tiny_tokenizer()
+    cfg = SFTConfig(math_fraction=1.0, math_families=("chain", "add"), math_difficulties=(4, 5),
+                    family_difficulties={"add": (2,)})
+    math_rows = sft_data(cfg, tok, 6, 0)["math"]
+    # chain at 0, 2, 4 with difficulties 4, 5, 4 (math_difficulties); add at 1, 3, 5 at 2
+    assert [(ex.source, ex.difficulty) for ex, _, _ in math_rows] == [
+        ("synth-chain", 4), ("synth-add", 2), ("synth-chain", 5), ("synth-add", 2),
+        ("synth-chain", 4), ("synth-add", 2)]
+    # without it: the one shared generator of main (the default's data is unchanged)
+    plain = SFTConfig(math_fraction=1.0, math_families=("add", "sub"), math_difficulties=(1, 2))
+    assert [ex for ex, _, _ in sft_data(plain, tok, 8, 0)["math"]] == generate_math(
+        8, plain.data_seed, difficulties=(1, 2), families=("add", "sub"))
+    with pytest.raises(ConfigError, match=r"family_difficulties names \['mul'\]"):
+        SFTConfig(math_families=("chain",), family_difficulties={"mul": (1,)})
+
+
+def test_code_variant_reaches_the_sft_targets():
+    tok = new_tiny_tokenizer()
+    binary = sft_data(SFTConfig(math_fraction=0.0, code_variant="binary"), tok, 4, 0)["code"]
+    ranged = sft_data(SFTConfig(math_fraction=0.0), tok, 4, 0)["code"]
+    assert all("f=lambda x:" in ex.solution for ex, _, _ in binary)
+    assert all("def f(x):" in ex.solution for ex, _, _ in ranged)
+
+
 def test_sft_data_targets_are_solution_plus_eos():
     tok = new_tiny_tokenizer()
     data = sft_data(SFTConfig(n_train=4), tok, 4, 0)
@@ -97,6 +132,34 @@ def test_short_run_outside_the_band_keeps_the_closest_checkpoint():
     assert not result.in_band and result.steps in (3, 6)
     assert result.final_loss < math.log(103)  # below the loss of a uniform guess
     assert 0.0 <= result.pass_rate <= 1.0 and set(result.pass_rate_by_task) == {"math", "code"}
+
+
+def test_budget_trains_every_step_and_measures_once_at_the_end():
+    model = build_tiny_model(ModelConfig(name="tiny-s"))
+    # a band nothing reaches would stop a band search at its first measurement; the budget
+    # ignores it and trains all max_steps steps
+    result = train_sft(model, new_tiny_tokenizer(),
+                       _short(stop="budget", max_steps=7, band_lo=0.99, band_hi=1.0))
+    assert result.steps == 7 and result.history == []
+    assert 0.0 <= result.pass_rate <= 1.0 and set(result.pass_rate_by_task) == {"math", "code"}
+
+
+def test_cosine_decay_warms_up_then_falls_to_zero_at_max_steps():
+    cfg = SFTConfig(max_steps=110, warmup_steps=10, decay="cosine")
+    # warmup: (s + 1) / 10; then 0.5 (1 + cos(pi (s - 10) / 100))
+    assert [lr_factor(cfg, s) for s in (0, 9, 10, 60, 110)] == pytest.approx(
+        [0.1, 1.0, 1.0, 0.5, 0.0])
+    assert lr_factor(SFTConfig(max_steps=110, warmup_steps=10), 60) == 1.0
+
+
+def test_length_batches_group_similar_lengths_and_keep_every_example():
+    pool = [(i, [0] * (i % 7), [0] * (i % 5)) for i in range(24)]  # (id, prompt, target)
+    batches = length_batches(pool, 6, random.Random(0))
+    assert len(batches) == 4 and sorted(x[0] for b in batches for x in b) == list(range(24))
+    spans = sorted((min(len(p) + len(t) for _, p, t in b), max(len(p) + len(t) for _, p, t in b))
+                   for b in batches)
+    assert all(hi <= lo_next for (_, hi), (lo_next, _) in zip(spans, spans[1:]))
+    assert length_batches(pool[:6], 6, random.Random(0)) == [pool[:6]]  # one bucket: as is
 
 
 def test_short_run_stops_at_the_first_measurement_inside_the_band():

@@ -79,6 +79,26 @@ def test_chain_is_a_running_value_one_step_per_operation():
     assert means == [6 * d - 1 for d in range(1, 13)]
 
 
+def test_wchain_is_a_chain_of_two_digit_facts_at_chain_lengths():
+    assert math_example("wchain", 2, random.Random(3)).prompt.count("=") == 1
+    facts = set()
+    for d in (1, 4, 6):
+        for ex in generate_math(40, d, difficulties=(d,), families=("wchain",)):
+            start, ops = re.fullmatch(r"(\d+)((?:[+-]\d)+)=", ex.prompt).groups()
+            ops, steps, value = re.findall(r"[+-]\d", ops), think(ex.solution).split(" "), int(start)
+            assert len(ops) == len(steps) == d and 0 <= value <= 99
+            for op, step in zip(ops, steps):
+                assert step == f"{value}{op}={value + int(op)}"  # operand 1-9 (one digit)
+                value += int(op)
+                assert 0 <= value <= 99
+                facts.add(step.split("=")[0])
+            assert ex.answer == str(value)
+    assert len(facts) > 300  # two-digit facts, where chain has 90 in all
+    # 8 characters a step when the value has two digits: under chain's 6 d - 1 + 2 d
+    assert all(len(think(e.solution)) <= 8 * 4 - 1
+               for e in generate_math(100, 0, difficulties=(4,), families=("wchain",)))
+
+
 def test_generators_are_deterministic_and_seed_dependent():
     assert generate_math(50, 7) == generate_math(50, 7)
     assert generate_code(50, 7) == generate_code(50, 7)
@@ -131,4 +151,56 @@ def test_reference_solutions_score_correct_and_wrong_ones_do_not():
     assert all(s.correct for s in score_many(rows, [e.solution for e in exs], workers=2))
     wrong = [e.solution.replace("return ", "return 'no'\n    return ") if e.task == "code"
              else e.solution.replace("\\boxed{", "\\boxed{1") for e in exs]
+    assert not any(s.correct for s in score_many(rows, wrong, workers=2))
+
+
+def _program(solution: str):
+    """The reference program of a synthetic code solution (our own text, not a model's)."""
+    body = solution[solution.index("```"):].split("\n", 1)[1].rsplit("```", 1)[0]
+    scope: dict = {}
+    exec(body, scope)  # noqa: S102 - a generator's reference solution
+    return scope["f"]
+
+
+def test_code_variants_answer_formats_and_parameter_values():
+    ranged, binary = generate_code(200, 0), generate_code(200, 0, variant="binary")
+    assert all("```python\ndef f(x):\n    return " in e.solution for e in ranged)
+    assert all("```py\nf=lambda x:" in e.solution for e in binary)
+    # binary: k in {2, 3}, c in {1, 2}, m in {3, 5}; ranged draws c up to 5 and m down to 2
+    numbers = {int(n) for e in binary for n in re.findall(r"\d+", think(e.solution))}
+    assert numbers == {1, 2, 3, 5}
+    d2 = {think(e.solution) for e in generate_code(200, 0, difficulties=(2,), variant="binary")}
+    assert d2 == {"v*2", "v*3", "v>3", "v>5", "even", "x*2+1", "x*2+2", "x*3+1", "x*3+2"}
+    assert {int(n) for e in ranged for n in re.findall(r"\d+", think(e.solution))} & {4, 6}
+    with pytest.raises(ValueError, match="variant 'big' is not supported"):
+        generate_code(4, 0, variant="big")
+
+
+def test_binary_examples_determine_the_program():
+    """Every reference program of the pool that reproduces an example's shown outputs also
+    passes its hidden tests (ranged prompts do not have this: v>2 and v>3 both fit [1,5])."""
+    def ambiguous(exs):
+        programs = {e.solution[e.solution.index("```"):]: _program(e.solution) for e in exs}
+        count = 0
+        for e in exs:
+            spec = json.loads(e.tests)
+            shown = [(eval(x), eval(y)) for x, y in re.findall(r"f\((.*?)\)=(\S+)", e.prompt)]
+            for f in programs.values():
+                try:
+                    fits = all(f(x) == y for x, y in shown)
+                    passes = all(f(*a) == o for a, o in zip(spec["inputs"], spec["outputs"]))
+                except (TypeError, ValueError, AttributeError):
+                    continue
+                count += fits and not passes
+        return count
+
+    assert ambiguous(generate_code(120, 1, variant="binary")) == 0
+    assert ambiguous(generate_code(120, 1)) > 0
+
+
+def test_binary_variant_reference_solutions_score_correct():
+    exs = generate_code(24, 5, variant="binary")
+    rows = [e.to_row() for e in exs]
+    assert all(s.correct for s in score_many(rows, [e.solution for e in exs], workers=2))
+    wrong = [e.solution.replace("lambda x:", "lambda x:'no' or ") for e in exs]
     assert not any(s.correct for s in score_many(rows, wrong, workers=2))
