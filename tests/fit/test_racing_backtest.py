@@ -167,6 +167,29 @@ def test_observed_fallback_without_an_interval_of_a():
     assert set(decisions(race(df, task="math", observed=False)).values()) == {"keep"}
 
 
+def test_observed_rule_stops_a_falling_run_whose_interval_of_a_is_wide():
+    """With the curve prior a few falling points still get a sigmoid and a wide interval of A
+    (the racing workflow test's broken run: A 0.41 [0.04, 0.78] against the learning run's
+    0.43 [0.05, 0.80]). The A rule cannot separate them; the observed rule stops the run that
+    fell below its start: -0.084 + 1.645 x 0.016 = -0.0577 < -0.02. The best, rising, stays;
+    a run whose A rule already stops it keeps the A reason."""
+    def wide(run, a, lo, hi, gain, se):
+        return {**row(run, a, lo, hi), "interval_status": "ok", "confidence": 0.95,
+                "recent_reward": 0.3 + gain, "recent_gain": gain, "recent_gain_se": se}
+
+    df = pd.DataFrame([wide("learn", 0.43, 0.05, 0.80, 0.010, 0.016),
+                       wide("broken", 0.42, 0.04, 0.78, -0.084, 0.016),
+                       wide("low", 0.10, 0.05, 0.12, -0.084, 0.016)])  # 0.12 >= 0.05 - 0.02
+    result = race(df, task="math", margin=0.02, min_fraction=0.3)
+    assert decisions(result) == {"learn": "keep", "broken": "stop", "low": "stop"}
+    reasons = {d["run"]: d["reason"] for d in result["decisions"]}
+    assert reasons["broken"].startswith("observed: recent pass rate - R0 = -0.084, upper bound "
+                                        "-0.058 (+ 1.64 x se 0.016) < -0.02")
+    assert "(by A alone: tie with the best" in reasons["broken"]
+    assert decisions(race(df, task="math", observed=False)) == {
+        "learn": "keep", "broken": "keep", "low": "keep"}
+
+
 def test_recent_level_hand_set():
     """Latest half of compute 60: the evals at 30..60, mean (0.20 + 0.22 + 0.24 + 0.25) / 4 =
     0.2275; binomial se with 192 samples each: sqrt(4 x 0.2275 x 0.7725 / 192) / 4 = 0.01513;

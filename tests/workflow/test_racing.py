@@ -4,11 +4,11 @@ race, the other finishes, and the report lists the stopped run and the compute s
 Two runs of one tiny model share the base and the seed, so they start at the same R0 and
 evaluate with the same random numbers (48 held-out math prompts x 8 samples: binomial se ~0.015
 per eval). The broken run's pass rate falls from R0 towards 0; the other's stays near R0 or
-rises. Six points are too few for a calibrated interval of A (`scalerl.fit.forecast.intervals`),
-so `scalerl race` decides on the observed fallback (`scalerl.fit.forecast.racing`): from chunk 4
-(the first past min_fraction 0.3 with the four points a prediction needs) the broken run's pass
-rate lies below its own start by more than the noise and the margin; its later chunks are never
-scheduled (Snakemake checkpoint `race`).
+rises. From six points the sigmoids' intervals of A (fitted with the curve prior) are too wide
+to separate the two runs, so `scalerl race` decides on the observed rule
+(`scalerl.fit.forecast.racing`): from chunk 4 (the first past min_fraction 0.3 with the four
+points a prediction needs) the broken run's pass rate lies below its own start by more than the
+noise and the margin; its later chunks are never scheduled (Snakemake checkpoint `race`).
 """
 
 import json

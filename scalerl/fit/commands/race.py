@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed-pattern", help="group runs by their name with this regex "
                         "removed, e.g. '_s[0-9]+$' (seeds of one configuration)")
     parser.add_argument("--no-observed", dest="observed", action="store_false",
-                        help="no observed fallback: never stop a run while it has no interval "
-                        "of A (see scalerl.fit.forecast.racing)")
+                        help="no observed rule: stop a run only by its interval of A, never "
+                        "because its pass rate fell below its start (see "
+                        "scalerl.fit.forecast.racing)")
     parser.add_argument("--out", help="decisions.json")
     add_fit_options(parser, forecast=True)
 

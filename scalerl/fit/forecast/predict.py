@@ -138,7 +138,7 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("interval_widening", pa.float64()),  # mean-curve interval / bootstrap width
     pa.field("backtest_n", pa.int32()),  # earlier prefixes at the same horizon ratio
     pa.field("backtest_rmse", pa.float64()),  # their forecast errors' root mean square
-    # mean eval of the latest half of the compute so far (racing's observed fallback)
+    # mean eval of the latest half of the compute so far (racing's observed rule)
     pa.field("recent_reward", pa.float64()),
     pa.field("recent_gain", pa.float64()),  # recent_reward - R0
     pa.field("recent_gain_se", pa.float64()),

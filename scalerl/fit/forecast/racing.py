@@ -23,14 +23,16 @@ largest A among the groups with an interval. A group is stopped when all of:
 A run whose curve collapsed (status "collapsed") is stopped once past min_fraction (its
 seeds are judged without it).
 
-Observed fallback (`observed=True`, the default): where the rule above cannot decide because the
-group has no interval of A (sparse evals: a calibrated interval needs a backtest of earlier
-prefixes at the same horizon; a flat run never reaches its C_mid), a group past min_fraction is
-stopped when its pass rate fell clearly below its own start: `recent_gain` (the mean eval of the
+Observed rule (`observed=True`, the default): a group past min_fraction that the rule above
+does not stop (it has no interval of A yet, or its interval does not separate it from the best)
+is stopped when its pass rate fell clearly below its own start: `recent_gain` (the mean eval of the
 latest half of its compute minus R0, `scalerl.fit.forecast.predict`) + z se < -margin, z the
 one-sided normal quantile at the predictions' `confidence` (seeds: mean gain, se of the mean). A
 sigmoid never falls below R0, so such a run is not on a rising curve (a diverged or broken run;
-a collapse after a peak is the rule above). It does not compare runs on their present pass
+a collapse after a peak is the rule above), whatever A its fit has: with the curve prior
+(`scalerl.fit.forecast.prior`) a few falling points still get a sigmoid and a wide interval of
+A, shaped by the prior, that no interval rule separates from a learning run. The rule needs no
+interval (sparse evals, a flat run that never reaches its C_mid). It does not compare runs on their present pass
 rates: a run behind now can reach the higher A later (a larger C_mid), and on synthetic sweeps
 (benchmarks/bench_prediction.py) that comparison stopped the best run in a third of them.
 `--no-observed` turns it off. Everything else is kept, with the reason. Stopping saves the
@@ -124,7 +126,7 @@ def _summaries(latest: pd.DataFrame, groups: Mapping[str, str]) -> dict[str, dic
 
 
 def _fell_below_start(g: dict, margin: float, z: float) -> tuple[bool, str]:
-    """The observed fallback (module docstring): stop?, and why."""
+    """The observed rule (module docstring): stop?, and why."""
     if g["gain"] is None:
         return False, "no recent evals to judge"
     bound = g["gain"] + z * g["gain_se"]
@@ -189,6 +191,11 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
                 stop = True
                 reason = (f"A upper bound {g['A_hi']:.3f} < best ({best}) lower bound "
                           f"{b['A_lo']:.3f} - margin {margin:g}")
+        if (observed and not stop and g["A_lo"] is not None and row["status"] != "collapsed"
+                and g["fraction"] >= min_fraction):
+            fell, why = _fell_below_start(g, margin, z)  # an interval of A need not see it
+            if fell:
+                stop, reason = True, f"{why} (by A alone: {reason})"
         save = float(final - row["compute"]) if stop and np.isfinite(final) else 0.0
         saved += save
         decisions.append({"run": str(row["run"]), "group": str(name),

@@ -194,7 +194,7 @@ def verdicts(rows: pd.DataFrame, *, finished: set[tuple[str, str]] = frozenset()
                 out[key] = "finished"
             elif d["status"] == "collapsed":
                 out[key] = "collapsed"
-            elif d["decision"] == "stop":  # by A, or by the observed fallback
+            elif d["decision"] == "stop":  # by A, or by the observed rule
                 out[key] = "stop"
             elif d["compute_fraction"] < min_fraction or d["A"] is None \
                     or d["A_lo"] is None:  # no interval of A: racing cannot judge it yet
