@@ -36,7 +36,7 @@ $(VLLM_STAMP): pyproject.toml
 	touch $(VLLM_STAMP)
 
 test-vllm: $(VLLM_STAMP)  ## the vLLM engine tests (marker vllm) in .venv-vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/rollout tests/rl tests/eval
+	$(VLLM_VENV)/bin/python -m pytest -q -m vllm tests/rollout tests/rl tests/eval tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
