@@ -162,18 +162,16 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
             else float("nan")
         planned += final if np.isfinite(final) else 0.0
         stop, reason = False, ""
+        no_interval = g["A"] is None or g["A_lo"] is None
         if g["fraction"] < min_fraction:
             reason = (f"only {g['fraction']:.0%} of compute run (< min_fraction "
                       f"{min_fraction:.0%}): A is not yet trusted")
         elif row["status"] == "collapsed":
             stop, reason = True, "the run collapsed (reward fell well below its peak)"
-        elif g["A"] is None or g["A_lo"] is None:  # (a group with an interval ranks: best)
+        elif no_interval:  # (a group with an interval ranks: a best exists)
             reason = ("no usable prediction yet (too few points)" if g["A"] is None else
                       f"no interval of A yet ({', '.join(g['no_interval']) or 'none'})")
-            if observed:
-                stop, why = _fell_below_start(g, margin, z)
-                reason += f"; {why}"
-            else:
+            if not observed:
                 reason += "; the data cannot support an A decision, so none"
         elif name == best:
             reason = "best A so far"
@@ -191,10 +189,12 @@ def race(predictions: pd.DataFrame, *, task: str, margin: float = A_MARGIN,
                 stop = True
                 reason = (f"A upper bound {g['A_hi']:.3f} < best ({best}) lower bound "
                           f"{b['A_lo']:.3f} - margin {margin:g}")
-        if (observed and not stop and g["A_lo"] is not None and row["status"] != "collapsed"
-                and g["fraction"] >= min_fraction):
-            fell, why = _fell_below_start(g, margin, z)  # an interval of A need not see it
-            if fell:
+        if observed and not stop and g["fraction"] >= min_fraction \
+                and row["status"] != "collapsed":  # the observed rule, whatever A says
+            fell, why = _fell_below_start(g, margin, z)
+            if no_interval:  # the only judge: its verdict either way
+                stop, reason = fell, f"{reason}; {why}"
+            elif fell:  # an interval of A need not see it
                 stop, reason = True, f"{why} (by A alone: {reason})"
         save = float(final - row["compute"]) if stop and np.isfinite(final) else 0.0
         saved += save
