@@ -297,12 +297,9 @@ def discrepancy_var(fc: PriorForecast, prior: CurvePrior) -> float:
 
 def forecast_points(compute, reward, final: float, prior: CurvePrior,
                     config: FitConfig | None = None, n_samples=None) -> PriorForecast:
-    """Forecast of one run at `final` from its points so far, with the prior."""
-    run, status, why = run_data(compute, reward, final, config, n_samples)
-    if run is None:
-        return PriorForecast(status, why)
-    post = fit_runs([run], prior).runs[0]
-    return _forecast_from(post, float(run.compute[-1]))
+    """Forecast of one run at `final` from its points so far, with the prior: a sweep of one."""
+    return forecast_sweep({0: (compute, reward)}, {0: final}, prior, config,
+                          {0: n_samples})[0]
 
 
 def forecast_sweep(curves: Mapping[str, tuple], finals: Mapping[str, float], prior: CurvePrior,
