@@ -48,6 +48,7 @@ import pandas as pd  # noqa: E402
 from scalerl.fit.curves.collapse import detect_collapse  # noqa: E402
 from scalerl.fit.curves.sigmoid import FitConfig  # noqa: E402
 from scalerl.fit.forecast.backtest import DEFAULT_FRACTIONS, backtest_curve, backtest_table  # noqa: E402
+from scalerl.fit.forecast.corpus import thin  # noqa: E402
 from scalerl.fit.forecast.prior import CurvePrior  # noqa: E402
 from scalerl.fit.readers.inputs import load_groups  # noqa: E402
 
@@ -71,9 +72,7 @@ def backtest_set(folder: Path, max_points: int, config: FitConfig, prior=None) -
     tables = []
     for src in sources.itertuples():
         (group,), _ = load_groups([folder / src.file], compute_col="step", reward_col="value")
-        every = max(1, -(-group.compute.size // max_points)) if max_points > 0 else 1
-        keep = np.arange(group.compute.size) % every == 0
-        keep[-1] = True  # the last point is the observed end
+        keep = thin(group.compute.size, max_points)  # [<= max_points + 1], the last kept
         rows, final = backtest_curve(group.compute[keep], group.reward[keep], run=src.file,
                                      task=src.kind, config=config,
                                      fractions=DEFAULT_FRACTIONS, prior=prior)
@@ -86,7 +85,7 @@ def backtest_set(folder: Path, max_points: int, config: FitConfig, prior=None) -
         ends = detect_collapse(c[c > 0], y[c > 0], float(y[0]), FitConfig().collapse_drop)
         kind = f"{src.kind}, collapses" if ends is not None else src.kind
         tables.append(table.assign(kind=kind, all_kind=f"{src.kind}, all",
-                                   n_points=int(keep.sum())))
+                                   n_points=int(keep.size)))
     return pd.concat(tables, ignore_index=True)
 
 
